@@ -1,0 +1,214 @@
+// attnlab — scaled dot-product attention, one API over several paths.
+//
+// This is the public C++ API. Everything a user needs is here; the C ABI (attnlab.h) mirrors it for FFI.
+//
+// Layout (DESIGN §2): Q (B, T, N, Hqk), K (B, S, K, Hqk), V (B, S, K, Hv), O (B, T, N, Hv), element strides per
+// dimension, last dimension contiguous. Query head n reads KV head n / (N / K) (MHA, GQA, MQA).
+//
+//   s[i][j] = scale · <q_i, k_j>
+//   s[i][j] = softcap · tanh(s[i][j] / softcap)          if softcap > 0
+//   s[i][j] += bias[b, n, i, j]                           if a bias is given
+//   s[i][j] = −inf   where the mask hides key j from query i
+//   o_i = Σ_j softmax_j(s[i][·]) · v_j,   lse_i = log Σ_j exp(s[i][j])   (natural log)
+//
+// A query row that sees no key gets o_i = 0 and lse_i = −inf, never NaN.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#if defined(_WIN32)
+#define ATTNLAB_API __declspec(dllexport)
+#else
+#define ATTNLAB_API __attribute__((visibility("default")))
+#endif
+
+namespace attnlab {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Element types and devices
+// ---------------------------------------------------------------------------------------------------------------
+enum class DType : std::uint8_t {
+  f32,
+  f16,
+  bf16,
+  e4m3,   // FP8 E4M3 (forward FP8 paths)
+  e5m2,   // FP8 E5M2
+  i32,    // sequence lengths
+  u8,     // boolean masks: non-zero = key visible
+};
+
+enum class Device : std::uint8_t { cpu, cuda };
+
+ATTNLAB_API std::string_view to_string(DType dtype);
+ATTNLAB_API std::string_view to_string(Device device);
+ATTNLAB_API std::size_t size_of(DType dtype);
+// Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16", "e4m3", "e5m2". Throws on anything else.
+ATTNLAB_API DType parse_dtype(std::string_view name);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tensor views: a pointer, a dtype, a device, a shape and element strides. attnlab never owns tensor memory.
+// ---------------------------------------------------------------------------------------------------------------
+inline constexpr int kMaxRank = 4;
+
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Device device = Device::cpu;
+  int device_index = 0;
+  int rank = 0;
+  std::array<std::int64_t, kMaxRank> shape{};
+  std::array<std::int64_t, kMaxRank> strides{};  // in elements, not bytes
+
+  // A densely packed row-major view (last dimension contiguous).
+  ATTNLAB_API static TensorView contiguous(void* data, DType dtype, std::initializer_list<std::int64_t> shape,
+                                           Device device = Device::cpu, int device_index = 0);
+  // True when the view refers to no tensor (optional arguments left out).
+  bool empty() const { return data == nullptr && rank == 0; }
+  ATTNLAB_API std::int64_t numel() const;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Options: everything of DESIGN §2 that is not a tensor of the problem itself.
+// ---------------------------------------------------------------------------------------------------------------
+
+// Which diagonal the causal mask and the sliding window are measured from. With per-batch sequence lengths,
+// T and S below are that batch's q_len and kv_len.
+enum class MaskAlign : std::uint8_t {
+  top_left,      // diagonal j = i            (JAX / PyTorch default for causal)
+  bottom_right,  // diagonal j = i + S − T    (the KV-cache convention: the last query sees every key)
+};
+
+struct MaskOptions {
+  bool causal = false;  // hide keys right of the diagonal (same as window_right = 0)
+  MaskAlign align = MaskAlign::top_left;
+  // Sliding window around the diagonal d(i): key j is visible iff d(i) − window_left ≤ j ≤ d(i) + window_right.
+  // −1 means unbounded on that side.
+  std::int64_t window_left = -1;
+  std::int64_t window_right = -1;
+};
+
+struct Options {
+  std::optional<float> scale;  // default 1 / sqrt(Hqk)
+  float softcap = 0.0f;        // 0 = off; else s = softcap · tanh(s / softcap), applied before bias and masks
+  MaskOptions mask;
+  // Per-batch valid lengths, int32, shape (B). Query rows i ≥ q_seqlens[b] and keys j ≥ kv_seqlens[b] are out:
+  // padded query rows produce O = 0 and LSE = −inf. Host tensors are range-checked before any work; device tensors
+  // are the caller's responsibility (values are clamped to [0, T] / [0, S]).
+  TensorView q_seqlens;
+  TensorView kv_seqlens;
+  // Additive bias (f32 or the inputs' dtype), or boolean mask (u8, non-zero = visible), of shape (B|1, N|1, T, S).
+  // A dimension of size 1 broadcasts. At most one of the two.
+  TensorView bias;
+  TensorView bool_mask;
+  // "auto" or a path name: "cpu-naive", "cpu-flash", "cuda-naive", "cudnn", "flash" (see list_paths()).
+  std::string path = "auto";
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Errors: every failure is an attnlab::Error carrying a code and a message that names the rule that failed.
+// ---------------------------------------------------------------------------------------------------------------
+enum class ErrorCode : int {
+  ok = 0,
+  invalid_argument = 1,  // a precondition of the call failed (shapes, strides, dtypes, pointers, options)
+  unsupported = 2,       // the arguments are valid, but the chosen path (or every path, for auto) cannot run them
+  out_of_memory = 3,     // host or device memory for a workspace could not be had
+  device_error = 4,      // the CUDA runtime or a CUDA library failed
+  internal = 5,          // a bug in attnlab
+};
+
+class ATTNLAB_API Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Context: owns what paths keep between calls (library handles, plan caches, workspace, stream, thread count).
+// One context may be used from one thread at a time; use one context per thread for concurrency.
+// ---------------------------------------------------------------------------------------------------------------
+class ATTNLAB_API Context {
+ public:
+  Context();
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  Context(Context&&) noexcept;
+  Context& operator=(Context&&) noexcept;
+
+  // CUDA stream (a cudaStream_t) for GPU paths; nullptr is the legacy default stream.
+  void set_stream(void* cuda_stream);
+  void* stream() const;
+  // Threads used by CPU paths; 0 = all hardware threads.
+  void set_num_threads(int threads);
+  int num_threads() const;
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Calls
+// ---------------------------------------------------------------------------------------------------------------
+struct ForwardArgs {
+  TensorView q, k, v;
+  TensorView o;    // output, written only when the call succeeds
+  TensorView lse;  // optional output (B, N, T), f32
+  Options options;
+};
+
+struct BackwardArgs {
+  TensorView q, k, v, o;
+  TensorView d_o;        // gradient of the loss w.r.t. O, shape and dtype of O
+  TensorView lse;        // (B, N, T) f32 from the forward call (required)
+  TensorView dq, dk, dv; // outputs, shapes and dtypes of q, k, v
+  Options options;       // the forward call's options (bias gets no gradient)
+};
+
+// What a call did.
+struct RunInfo {
+  std::string path;  // the path that ran (resolves "auto")
+};
+
+ATTNLAB_API RunInfo forward(Context& ctx, const ForwardArgs& args);
+ATTNLAB_API RunInfo backward(Context& ctx, const BackwardArgs& args);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Introspection: which paths exist in this build and whether each can run here.
+// ---------------------------------------------------------------------------------------------------------------
+struct PathInfo {
+  std::string name;
+  Device device;
+  bool available;           // can run on this machine at all
+  std::string unavailable;  // why not, when !available
+  std::string summary;      // what it is and what it supports
+};
+
+ATTNLAB_API std::vector<PathInfo> list_paths();
+
+// The reason a path cannot run the given forward case, or nullopt when it can (arguments are validated first; a
+// validation failure throws). Lets callers ask without running anything.
+ATTNLAB_API std::optional<std::string> why_not(const std::string& path, const ForwardArgs& args);
+
+struct BuildInfo {
+  std::string version;
+  bool cuda;            // CUDA paths compiled in
+  std::string compiler;
+  std::string cpu_isa;  // the widest SIMD the CPU paths use on this machine
+};
+ATTNLAB_API BuildInfo build_info();
+
+}  // namespace attnlab

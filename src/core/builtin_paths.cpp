@@ -1,0 +1,27 @@
+// The registration list: one line per path. Each path's folder defines its factory.
+#include "core/path.h"
+
+namespace attnlab {
+namespace cpu {
+const core::Path& naive_path();
+const core::Path& flash_path();
+}  // namespace cpu
+}  // namespace attnlab
+
+namespace attnlab::core {
+
+const std::vector<const Path*>& registered_paths() {
+  static const std::vector<const Path*> paths = {
+      &cpu::naive_path(),
+      &cpu::flash_path(),
+  };
+  return paths;
+}
+
+const Path* find_path(std::string_view name) {
+  for (const Path* p : registered_paths())
+    if (p->name() == name) return p;
+  return nullptr;
+}
+
+}  // namespace attnlab::core

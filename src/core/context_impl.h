@@ -1,0 +1,33 @@
+// What a Context owns. Paths keep their per-context state (library handles, plan caches, workspaces) here under
+// their own name, created on first use and destroyed with the context.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "attnlab/attention.h"
+
+namespace attnlab {
+
+struct PathState {
+  virtual ~PathState() = default;
+};
+
+struct Context::Impl {
+  void* stream = nullptr;
+  int num_threads = 0;  // 0 = all hardware threads
+  std::map<std::string, std::unique_ptr<PathState>, std::less<>> path_states;
+
+  // The state a path keeps in this context, default-constructed on first use.
+  template <class State>
+  State& state_for(std::string_view path) {
+    auto it = path_states.find(path);
+    if (it == path_states.end()) it = path_states.emplace(std::string(path), std::make_unique<State>()).first;
+    return static_cast<State&>(*it->second);
+  }
+  // Threads a CPU path should use for this call.
+  int threads() const;
+};
+
+}  // namespace attnlab

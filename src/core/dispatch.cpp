@@ -1,0 +1,108 @@
+// forward() / backward(): validate, choose a path (forced or auto), run it, report which one ran.
+#include <new>
+#include <string>
+
+#include "attnlab/version.h"
+#include "core/context_impl.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/path.h"
+#include "core/validate.h"
+
+namespace attnlab {
+namespace {
+
+std::string known_paths() {
+  std::string s = "auto";
+  for (const core::Path* p : core::registered_paths()) s += ", " + std::string(p->name());
+  return s;
+}
+
+const char* direction_name(core::Direction d) { return d == core::Direction::forward ? "forward" : "backward"; }
+
+// The reason `path` cannot run `problem`, or nullopt.
+std::optional<std::string> reason_against(const core::Path& path, const core::Problem& problem) {
+  if (path.device() != problem.device)
+    return fmt::format("it runs on {} tensors, these are on {}", to_string(path.device()), to_string(problem.device));
+  if (auto why = path.unavailable()) return why;
+  return path.why_not(problem);
+}
+
+const core::Path& choose(const std::string& name, const core::Problem& problem) {
+  if (name != "auto") {
+    const core::Path* path = core::find_path(name);
+    if (path == nullptr) {
+      core::invalid("unknown path '{}': this build has {}", name, known_paths());
+    }
+    if (auto why = reason_against(*path, problem))
+      core::fail(ErrorCode::unsupported, "{}: cannot run this {} call: {}", name, direction_name(problem.direction),
+                 *why);
+    return *path;
+  }
+  const core::Path* best = nullptr;
+  std::string reasons;
+  for (const core::Path* path : core::registered_paths()) {
+    if (auto why = reason_against(*path, problem)) {
+      reasons += fmt::format("\n  {}: {}", path->name(), *why);
+      continue;
+    }
+    if (best == nullptr || path->auto_rank() > best->auto_rank()) best = path;
+  }
+  if (best == nullptr)
+    core::fail(ErrorCode::unsupported, "auto: no path in this build can run this {} call:{}",
+               direction_name(problem.direction), reasons);
+  return *best;
+}
+
+RunInfo run(Context& ctx, const core::Problem& problem, const std::string& path_name) {
+  const core::Path& path = choose(path_name, problem);
+  try {
+    path.run(ctx.impl(), problem);
+  } catch (const std::bad_alloc&) {
+    core::fail(ErrorCode::out_of_memory, "{}: out of host memory for its workspace", path.name());
+  }
+  return RunInfo{std::string(path.name())};
+}
+
+}  // namespace
+
+RunInfo forward(Context& ctx, const ForwardArgs& args) {
+  const core::Problem problem = core::validate(args);
+  return run(ctx, problem, args.options.path);
+}
+
+RunInfo backward(Context& ctx, const BackwardArgs& args) {
+  const core::Problem problem = core::validate(args);
+  return run(ctx, problem, args.options.path);
+}
+
+std::optional<std::string> why_not(const std::string& path_name, const ForwardArgs& args) {
+  const core::Problem problem = core::validate(args);
+  try {
+    choose(path_name, problem);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::unsupported) return std::string(e.what());
+    throw;
+  }
+  return std::nullopt;
+}
+
+std::vector<PathInfo> list_paths() {
+  std::vector<PathInfo> out;
+  for (const core::Path* p : core::registered_paths()) {
+    auto why = p->unavailable();
+    out.push_back({std::string(p->name()), p->device(), !why.has_value(), why.value_or(""), p->summary()});
+  }
+  return out;
+}
+
+BuildInfo build_info() {
+  BuildInfo info;
+  info.version = ATTNLAB_VERSION_STRING;
+  info.cuda = ATTNLAB_WITH_CUDA != 0;
+  info.compiler = fmt::format("{} {}", ATTNLAB_CXX_COMPILER_ID, ATTNLAB_CXX_COMPILER_VERSION);
+  info.cpu_isa = core::cpu_isa_name();
+  return info;
+}
+
+}  // namespace attnlab

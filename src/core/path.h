@@ -1,0 +1,37 @@
+// The path interface and the registry. A path (cpu-naive, cpu-flash, cuda-naive, cudnn, flash, ...) declares what
+// it supports; src/core chooses among paths only through this interface, so adding a path touches its own folder
+// and one registration line in builtin_paths.cpp.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnlab/attention.h"
+#include "core/problem.h"
+
+namespace attnlab::core {
+
+class Path {
+ public:
+  virtual ~Path() = default;
+  virtual std::string_view name() const = 0;
+  virtual Device device() const = 0;
+  virtual std::string summary() const = 0;
+  // Why this path cannot run on this machine at all (no GPU, library too old, ...), or nullopt.
+  virtual std::optional<std::string> unavailable() const { return std::nullopt; }
+  // Why this path cannot run this (validated) problem, or nullopt. Must not launch or allocate anything.
+  virtual std::optional<std::string> why_not(const Problem& problem) const = 0;
+  // Order under "auto": among paths that can run a problem, the highest rank runs.
+  virtual int auto_rank() const = 0;
+  // Run. Called only after why_not() returned nullopt. Writes outputs only once it cannot fail any more
+  // (allocations first), so a failing call leaves outputs untouched.
+  virtual void run(Context::Impl& ctx, const Problem& problem) const = 0;
+};
+
+// All paths compiled into this build, in registration order.
+const std::vector<const Path*>& registered_paths();
+const Path* find_path(std::string_view name);
+
+}  // namespace attnlab::core

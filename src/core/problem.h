@@ -1,0 +1,47 @@
+// A validated attention problem: the user's arguments after every precondition of DESIGN §2 was checked, with
+// the dimensions named and the defaults (scale) resolved. Paths receive only Problems, never raw arguments.
+#pragma once
+
+#include <cstdint>
+
+#include "attnlab/attention.h"
+
+namespace attnlab::core {
+
+struct Dims {
+  std::int64_t B = 0;    // batch
+  std::int64_t T = 0;    // query length
+  std::int64_t S = 0;    // key/value length
+  std::int64_t N = 0;    // query heads
+  std::int64_t K = 0;    // key/value heads (N % K == 0)
+  std::int64_t Hqk = 0;  // head dim of Q and K
+  std::int64_t Hv = 0;   // head dim of V and O
+  std::int64_t group() const { return N / K; }  // query heads per KV head
+};
+
+enum class Direction : std::uint8_t { forward, backward };
+
+struct Problem {
+  Direction direction = Direction::forward;
+  Dims dims;
+  DType dtype = DType::f32;  // dtype of q, k, v (and o, d_o, dq, dk, dv)
+  Device device = Device::cpu;
+  int device_index = 0;
+
+  TensorView q, k, v, o, lse;   // lse may be empty in forward
+  TensorView d_o, dq, dk, dv;   // backward only
+
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  MaskOptions mask;
+  TensorView q_seqlens, kv_seqlens;  // empty when absent
+  TensorView bias, bool_mask;        // empty when absent
+
+  bool has_lse() const { return !lse.empty(); }
+  bool has_seqlens() const { return !q_seqlens.empty() || !kv_seqlens.empty(); }
+  // Length of batch b's queries / keys (T / S without per-batch lengths). Host seqlens only.
+  std::int64_t q_len(std::int64_t b) const;
+  std::int64_t kv_len(std::int64_t b) const;
+};
+
+}  // namespace attnlab::core

@@ -1,0 +1,288 @@
+// Every precondition of DESIGN §2, checked before any path sees a call. Each failure names the rule it broke.
+#include "core/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+namespace attnlab::core {
+namespace {
+
+bool is_float_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+bool is_attention_dtype(DType d) { return is_float_dtype(d) || d == DType::e4m3 || d == DType::e5m2; }
+
+// Byte range [begin, end) a view can touch; computed with overflow checks.
+struct ByteRange {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+};
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* name) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) invalid("{}: size arithmetic overflows 64 bits", name);
+  return r;
+}
+std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* name) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) invalid("{}: size arithmetic overflows 64 bits", name);
+  return r;
+}
+
+// Generic checks for one tensor argument: rank, pointer, positive extents, strides, alignment, size arithmetic.
+ByteRange check_tensor(const char* name, const TensorView& t, int rank, const char* layout) {
+  if (t.rank != rank) invalid("{} must have rank {} {}, got rank {}", name, rank, layout, t.rank);
+  if (t.data == nullptr) invalid("{}.data is null", name);
+  for (int d = 0; d < rank; ++d) {
+    if (t.shape[d] < 1) invalid("{}.shape[{}] must be ≥ 1 {}, got {}", name, d, layout, t.shape[d]);
+    if (t.strides[d] < 0) invalid("{}.strides[{}] must be ≥ 0, got {}", name, d, t.strides[d]);
+  }
+  if (t.strides[rank - 1] != 1 && t.shape[rank - 1] > 1)
+    invalid("{}: the last dimension must be contiguous (stride 1), got stride {}", name, t.strides[rank - 1]);
+  const std::size_t elem = size_of(t.dtype);
+  if (elem == 0) invalid("{}: unknown dtype", name);
+  if (reinterpret_cast<std::uintptr_t>(t.data) % elem != 0)
+    invalid("{}.data is not aligned to its element size ({} bytes)", name, elem);
+  std::int64_t last = 0;  // largest element offset
+  for (int d = 0; d < rank; ++d) last = checked_add(last, checked_mul(t.shape[d] - 1, t.strides[d], name), name);
+  const std::int64_t bytes = checked_mul(checked_add(last, 1, name), std::int64_t(elem), name);
+  const auto begin = reinterpret_cast<std::uintptr_t>(t.data);
+  if (begin + std::uintptr_t(bytes) < begin) invalid("{}: the tensor's address range wraps around", name);
+  return {begin, begin + std::uintptr_t(bytes)};
+}
+
+// An output must not have two indices sharing one element (e.g. a zero stride on a dimension of size > 1).
+void check_no_self_overlap(const char* name, const TensorView& t) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, extent)
+  for (int d = 0; d < t.rank; ++d)
+    if (t.shape[d] > 1) dims.emplace_back(t.strides[d], t.shape[d]);
+  std::sort(dims.begin(), dims.end());
+  std::int64_t reach = 0;  // largest offset reachable by the smaller-stride dimensions
+  for (auto [stride, extent] : dims) {
+    if (stride <= reach) invalid("{}: output strides make distinct elements share memory", name);
+    reach += stride * (extent - 1);
+  }
+}
+
+struct NamedRange {
+  const char* name;
+  ByteRange range;
+  Device device;
+};
+
+bool intersects(const ByteRange& a, const ByteRange& b) { return a.begin < b.end && b.begin < a.end; }
+
+// Outputs must not overlap inputs or each other: a path may write an output before it has read every input.
+void check_no_aliasing(const std::vector<NamedRange>& inputs, const std::vector<NamedRange>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    for (const auto& in : inputs)
+      if (in.device == outputs[i].device && intersects(in.range, outputs[i].range))
+        invalid("{} overlaps {} in memory: outputs must not alias inputs", outputs[i].name, in.name);
+    for (std::size_t j = i + 1; j < outputs.size(); ++j)
+      if (intersects(outputs[i].range, outputs[j].range))
+        invalid("{} overlaps {} in memory: outputs must not alias each other", outputs[i].name, outputs[j].name);
+  }
+}
+
+void check_same_place(const char* name, const TensorView& t, const TensorView& q) {
+  if (t.device != q.device || (t.device == Device::cuda && t.device_index != q.device_index))
+    invalid("{} is on {}:{} but q is on {}:{}: all tensors of a call must be on one device", name,
+            to_string(t.device), t.device_index, to_string(q.device), q.device_index);
+}
+
+void check_seqlens(const char* name, const TensorView& t, const TensorView& q, std::int64_t B, std::int64_t max_len,
+                   const char* max_name) {
+  check_tensor(name, t, 1, "(B)");
+  if (t.dtype != DType::i32) invalid("{} must be i32, got {}", name, to_string(t.dtype));
+  if (t.shape[0] != B) invalid("{} must have shape (B) = ({}), got ({})", name, B, t.shape[0]);
+  if (t.device == Device::cuda) {
+    check_same_place(name, t, q);
+    return;  // device values cannot be read before launch; kernels clamp them
+  }
+  const auto* values = static_cast<const std::int32_t*>(t.data);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t len = values[b * t.strides[0]];
+    if (len < 0 || len > max_len)
+      invalid("{}[{}] = {} is outside [0, {}] ({})", name, b, len, max_len, max_name);
+  }
+}
+
+// Bias or boolean mask: (B|1, N|1, T, S).
+ByteRange check_bias(const char* name, const TensorView& t, const Problem& p) {
+  const Dims& d = p.dims;
+  ByteRange r = check_tensor(name, t, 4, "(B|1, N|1, T, S)");
+  check_same_place(name, t, p.q);
+  if ((t.shape[0] != 1 && t.shape[0] != d.B) || (t.shape[1] != 1 && t.shape[1] != d.N) || t.shape[2] != d.T ||
+      t.shape[3] != d.S)
+    invalid("{} must have shape (B|1, N|1, T, S) = ({}|1, {}|1, {}, {}), got ({}, {}, {}, {})", name, d.B, d.N, d.T,
+            d.S, t.shape[0], t.shape[1], t.shape[2], t.shape[3]);
+  return r;
+}
+
+// Checks shared by forward and backward; fills dims, dtype, device, scale and options.
+Problem check_common(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
+                     const Options& options, std::vector<NamedRange>& inputs) {
+  Problem p;
+  inputs.push_back({"q", check_tensor("q", q, 4, "(B, T, N, Hqk)"), q.device});
+  inputs.push_back({"k", check_tensor("k", k, 4, "(B, S, K, Hqk)"), k.device});
+  inputs.push_back({"v", check_tensor("v", v, 4, "(B, S, K, Hv)"), v.device});
+  check_tensor("o", o, 4, "(B, T, N, Hv)");
+  check_same_place("k", k, q);
+  check_same_place("v", v, q);
+  check_same_place("o", o, q);
+
+  if (!is_attention_dtype(q.dtype)) invalid("q has dtype {}: use f32, f16, bf16, e4m3 or e5m2", to_string(q.dtype));
+  if (k.dtype != q.dtype || v.dtype != q.dtype)
+    invalid("q, k and v must share one dtype, got {}, {}, {}", to_string(q.dtype), to_string(k.dtype),
+            to_string(v.dtype));
+  if (o.dtype != q.dtype) invalid("o must have the inputs' dtype {}, got {}", to_string(q.dtype), to_string(o.dtype));
+
+  Dims& d = p.dims;
+  d.B = q.shape[0];
+  d.T = q.shape[1];
+  d.N = q.shape[2];
+  d.Hqk = q.shape[3];
+  d.S = k.shape[1];
+  d.K = k.shape[2];
+  d.Hv = v.shape[3];
+  if (k.shape[0] != d.B) invalid("k.shape[0] (B = {}) must equal q.shape[0] (B = {})", k.shape[0], d.B);
+  if (v.shape[0] != d.B) invalid("v.shape[0] (B = {}) must equal q.shape[0] (B = {})", v.shape[0], d.B);
+  if (k.shape[3] != d.Hqk) invalid("k.shape[3] (Hqk = {}) must equal q.shape[3] (Hqk = {})", k.shape[3], d.Hqk);
+  if (v.shape[1] != d.S) invalid("v.shape[1] (S = {}) must equal k.shape[1] (S = {})", v.shape[1], d.S);
+  if (v.shape[2] != d.K) invalid("v.shape[2] (K = {}) must equal k.shape[2] (K = {})", v.shape[2], d.K);
+  if (d.N % d.K != 0)
+    invalid("query heads N = {} must be a multiple of KV heads K = {} (N % K == 0 for GQA/MQA)", d.N, d.K);
+  if (o.shape[0] != d.B || o.shape[1] != d.T || o.shape[2] != d.N || o.shape[3] != d.Hv)
+    invalid("o must have shape (B, T, N, Hv) = ({}, {}, {}, {}), got ({}, {}, {}, {})", d.B, d.T, d.N, d.Hv,
+            o.shape[0], o.shape[1], o.shape[2], o.shape[3]);
+
+  p.dtype = q.dtype;
+  p.device = q.device;
+  p.device_index = q.device_index;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.o = o;
+
+  const float scale = options.scale.value_or(float(1.0 / std::sqrt(double(d.Hqk))));
+  if (!std::isfinite(scale)) invalid("scale must be finite, got {}", scale);
+  p.scale = scale;
+  if (!std::isfinite(options.softcap) || options.softcap < 0)
+    invalid("softcap must be finite and ≥ 0 (0 = off), got {}", options.softcap);
+  p.softcap = options.softcap;
+
+  const MaskOptions& m = options.mask;
+  if (m.align != MaskAlign::top_left && m.align != MaskAlign::bottom_right) invalid("mask.align is not a MaskAlign");
+  if (m.window_left < -1) invalid("mask.window_left must be ≥ 0, or −1 for unbounded; got {}", m.window_left);
+  if (m.window_right < -1) invalid("mask.window_right must be ≥ 0, or −1 for unbounded; got {}", m.window_right);
+  p.mask = m;
+
+  if (!options.q_seqlens.empty()) {
+    check_seqlens("q_seqlens", options.q_seqlens, q, d.B, d.T, "T");
+    p.q_seqlens = options.q_seqlens;
+  }
+  if (!options.kv_seqlens.empty()) {
+    check_seqlens("kv_seqlens", options.kv_seqlens, q, d.B, d.S, "S");
+    p.kv_seqlens = options.kv_seqlens;
+  }
+  if (!options.bias.empty() && !options.bool_mask.empty())
+    invalid("give at most one of bias and bool_mask (fold the mask into the bias as −inf)");
+  if (!options.bias.empty()) {
+    inputs.push_back({"bias", check_bias("bias", options.bias, p), q.device});
+    if (options.bias.dtype != DType::f32 && options.bias.dtype != q.dtype)
+      invalid("bias must be f32 or the inputs' dtype {}, got {}", to_string(q.dtype), to_string(options.bias.dtype));
+    p.bias = options.bias;
+  }
+  if (!options.bool_mask.empty()) {
+    inputs.push_back({"bool_mask", check_bias("bool_mask", options.bool_mask, p), q.device});
+    if (options.bool_mask.dtype != DType::u8)
+      invalid("bool_mask must be u8 (non-zero = visible), got {}", to_string(options.bool_mask.dtype));
+    p.bool_mask = options.bool_mask;
+  }
+  return p;
+}
+
+ByteRange check_lse(const char* name, const TensorView& lse, const Problem& p) {
+  ByteRange r = check_tensor(name, lse, 3, "(B, N, T)");
+  check_same_place(name, lse, p.q);
+  if (lse.dtype != DType::f32) invalid("{} must be f32, got {}", name, to_string(lse.dtype));
+  const Dims& d = p.dims;
+  if (lse.shape[0] != d.B || lse.shape[1] != d.N || lse.shape[2] != d.T)
+    invalid("{} must have shape (B, N, T) = ({}, {}, {}), got ({}, {}, {})", name, d.B, d.N, d.T, lse.shape[0],
+            lse.shape[1], lse.shape[2]);
+  return r;
+}
+
+void check_like(const char* name, const TensorView& t, const TensorView& like, const char* like_name) {
+  for (int dim = 0; dim < 4; ++dim)
+    if (t.shape[dim] != like.shape[dim])
+      invalid("{} must have the shape of {} ({}, {}, {}, {}), got ({}, {}, {}, {})", name, like_name, like.shape[0],
+              like.shape[1], like.shape[2], like.shape[3], t.shape[0], t.shape[1], t.shape[2], t.shape[3]);
+  if (t.dtype != like.dtype)
+    invalid("{} must have the dtype of {} ({}), got {}", name, like_name, to_string(like.dtype), to_string(t.dtype));
+}
+
+}  // namespace
+
+Problem validate(const ForwardArgs& a) {
+  std::vector<NamedRange> inputs;
+  Problem p = check_common(a.q, a.k, a.v, a.o, a.options, inputs);
+  p.direction = Direction::forward;
+  std::vector<NamedRange> outputs = {{"o", check_tensor("o", a.o, 4, "(B, T, N, Hv)"), a.o.device}};
+  check_no_self_overlap("o", a.o);
+  if (!a.lse.empty()) {
+    outputs.push_back({"lse", check_lse("lse", a.lse, p), a.lse.device});
+    check_no_self_overlap("lse", a.lse);
+    p.lse = a.lse;
+  }
+  check_no_aliasing(inputs, outputs);
+  return p;
+}
+
+Problem validate(const BackwardArgs& a) {
+  std::vector<NamedRange> inputs;
+  Problem p = check_common(a.q, a.k, a.v, a.o, a.options, inputs);
+  p.direction = Direction::backward;
+  if (!is_float_dtype(p.dtype)) invalid("backward needs f32, f16 or bf16 inputs, got {}", to_string(p.dtype));
+  inputs.push_back({"o", check_tensor("o", a.o, 4, "(B, T, N, Hv)"), a.o.device});
+  inputs.push_back({"d_o", check_tensor("d_o", a.d_o, 4, "(B, T, N, Hv)"), a.d_o.device});
+  check_same_place("d_o", a.d_o, a.q);
+  check_like("d_o", a.d_o, a.o, "o");
+  if (a.lse.empty()) invalid("backward needs the forward call's lse (B, N, T)");
+  inputs.push_back({"lse", check_lse("lse", a.lse, p), a.lse.device});
+
+  std::vector<NamedRange> outputs;
+  const std::pair<const char*, const TensorView*> grads[] = {{"dq", &a.dq}, {"dk", &a.dk}, {"dv", &a.dv}};
+  const std::pair<const char*, const TensorView*> likes[] = {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}};
+  for (int i = 0; i < 3; ++i) {
+    const auto [name, grad] = grads[i];
+    outputs.push_back({name, check_tensor(name, *grad, 4, "(like its input)"), grad->device});
+    check_same_place(name, *grad, a.q);
+    check_like(name, *grad, *likes[i].second, likes[i].first);
+    check_no_self_overlap(name, *grad);
+  }
+  check_no_aliasing(inputs, outputs);
+  p.lse = a.lse;
+  p.d_o = a.d_o;
+  p.dq = a.dq;
+  p.dk = a.dk;
+  p.dv = a.dv;
+  return p;
+}
+
+std::int64_t Problem::q_len(std::int64_t b) const {
+  if (q_seqlens.empty()) return dims.T;
+  return std::clamp<std::int64_t>(static_cast<const std::int32_t*>(q_seqlens.data)[b * q_seqlens.strides[0]], 0,
+                                  dims.T);
+}
+
+std::int64_t Problem::kv_len(std::int64_t b) const {
+  if (kv_seqlens.empty()) return dims.S;
+  return std::clamp<std::int64_t>(static_cast<const std::int32_t*>(kv_seqlens.data)[b * kv_seqlens.strides[0]], 0,
+                                  dims.S);
+}
+
+}  // namespace attnlab::core
