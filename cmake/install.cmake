@@ -1,0 +1,1 @@
+# Placeholder: install rules and the exported CMake package are being written.

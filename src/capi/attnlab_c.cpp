@@ -1,0 +1,1 @@
+// Placeholder while the C ABI is written.
