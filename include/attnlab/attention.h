@@ -180,7 +180,8 @@ struct BackwardArgs {
 
 // What a call did.
 struct RunInfo {
-  std::string path;  // the path that ran (resolves "auto")
+  std::string path;                // the path that ran (resolves "auto")
+  std::size_t workspace_bytes = 0;  // scratch memory the path used (e.g. the naive paths' score matrix)
 };
 
 ATTNLAB_API RunInfo forward(Context& ctx, const ForwardArgs& args);

@@ -1,4 +1,5 @@
 // The registration list: one line per path. Each path's folder defines its factory.
+#include "attnlab/version.h"
 #include "core/path.h"
 
 namespace attnlab {
@@ -6,6 +7,11 @@ namespace cpu {
 const core::Path& naive_path();
 const core::Path& flash_path();
 }  // namespace cpu
+#if ATTNLAB_WITH_CUDA
+namespace cuda {
+const core::Path& naive_path();
+}  // namespace cuda
+#endif
 }  // namespace attnlab
 
 namespace attnlab::core {
@@ -14,6 +20,9 @@ const std::vector<const Path*>& registered_paths() {
   static const std::vector<const Path*> paths = {
       &cpu::naive_path(),
       &cpu::flash_path(),
+#if ATTNLAB_WITH_CUDA
+      &cuda::naive_path(),
+#endif
   };
   return paths;
 }

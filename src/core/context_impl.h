@@ -2,6 +2,7 @@
 // their own name, created on first use and destroyed with the context.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,8 @@ struct Context::Impl {
   void* stream = nullptr;
   int num_threads = 0;  // 0 = all hardware threads
   std::map<std::string, std::unique_ptr<PathState>, std::less<>> path_states;
+  // Scratch bytes the last call's path used (reported in RunInfo); a path sets it in run().
+  std::size_t last_workspace_bytes = 0;
 
   // The state a path keeps in this context, default-constructed on first use.
   template <class State>

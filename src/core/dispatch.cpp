@@ -56,12 +56,13 @@ const core::Path& choose(const std::string& name, const core::Problem& problem) 
 
 RunInfo run(Context& ctx, const core::Problem& problem, const std::string& path_name) {
   const core::Path& path = choose(path_name, problem);
+  ctx.impl().last_workspace_bytes = 0;
   try {
     path.run(ctx.impl(), problem);
   } catch (const std::bad_alloc&) {
     core::fail(ErrorCode::out_of_memory, "{}: out of host memory for its workspace", path.name());
   }
-  return RunInfo{std::string(path.name())};
+  return RunInfo{std::string(path.name()), ctx.impl().last_workspace_bytes};
 }
 
 }  // namespace

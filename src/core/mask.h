@@ -7,22 +7,29 @@
 
 #include "attnlab/attention.h"
 
+// Usable from CUDA kernels too: the GPU paths apply the very same rule.
+#if defined(__CUDACC__)
+#define ATTNLAB_HOST_DEVICE __host__ __device__
+#else
+#define ATTNLAB_HOST_DEVICE
+#endif
+
 namespace attnlab::core {
 
 struct KeyRange {
   std::int64_t begin = 0;  // first visible key
   std::int64_t end = 0;    // one past the last visible key; end == begin means the row sees nothing
-  bool empty() const { return end <= begin; }
+  ATTNLAB_HOST_DEVICE bool empty() const { return end <= begin; }
 };
 
 // Effective right bound of the window: causal means right = 0 (and clamps a wider window).
-inline std::int64_t effective_window_right(const MaskOptions& m) {
+ATTNLAB_HOST_DEVICE inline std::int64_t effective_window_right(const MaskOptions& m) {
   if (m.causal) return m.window_right < 0 ? 0 : std::min<std::int64_t>(0, m.window_right);
   return m.window_right;
 }
 
 // Keys visible to query row i of a sequence with q_len queries and kv_len keys (row i ≥ q_len sees nothing).
-inline KeyRange visible_keys(const MaskOptions& m, std::int64_t i, std::int64_t q_len, std::int64_t kv_len) {
+ATTNLAB_HOST_DEVICE inline KeyRange visible_keys(const MaskOptions& m, std::int64_t i, std::int64_t q_len, std::int64_t kv_len) {
   if (i >= q_len || kv_len <= 0) return {0, 0};
   const std::int64_t diagonal = i + (m.align == MaskAlign::bottom_right ? kv_len - q_len : 0);
   std::int64_t begin = 0;

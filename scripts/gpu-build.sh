@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds attnlab for a GPU machine into one self-contained folder (default: build/gpu-dist):
+#   bin/attnlab, bin/attnlab_tests, lib/libattnlab.so*, bench/peers.py, run.sh
+# The folder needs nothing on the GPU machine beyond the NVIDIA driver, cuDNN and cuBLAS: the CUDA runtime is
+# linked statically, fmt/CLI11/nlohmann-json are header-only, GoogleTest is linked statically.
+# Kernels are compiled for sm_80 (A100, and sm_86/89 GPUs such as L4) and sm_90a (H100/H200).
+# Usage: scripts/gpu-build.sh [DIST_DIR]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dist="${1:-$root/build/gpu-dist}"
+build="$root/build/gpu"
+
+"$root/scripts/setup.sh"
+command -v nvcc >/dev/null || { echo "gpu-build: nvcc not found: the GPU build needs the CUDA toolkit" >&2; exit 1; }
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTNLAB_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="80-real;90a-real" -DATTNLAB_BUILD_BENCH=OFF
+cmake --build "$build" -j"$(nproc)"
+
+rm -rf "$dist"
+mkdir -p "$dist/bin" "$dist/lib" "$dist/bench"
+cp -P "$build"/src/libattnlab.so* "$dist/lib/"
+cp "$build/lab/attnlab" "$dist/bin/"
+cp "$build/tests/attnlab_tests" "$dist/bin/"
+cp "$root/scripts/gpu-run.sh" "$dist/run.sh"
+[[ -f "$root/bench/peers.py" ]] && cp "$root/bench/peers.py" "$dist/bench/"
+du -sh "$dist"
+echo "gpu-build: ready in $dist — on the GPU machine run: $dist/run.sh [OUT_DIR]"

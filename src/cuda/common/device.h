@@ -1,0 +1,38 @@
+// The CUDA device of a call: presence, compute capability, and the device guard paths run under.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace attnlab::cuda {
+
+struct DeviceProperties {
+  int index = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  std::size_t shared_memory_per_block_optin = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t global_memory_bytes = 0;
+  int driver_version = 0;   // e.g. 13000
+  int runtime_version = 0;  // the CUDA runtime attnlab was built with
+};
+
+// Why no CUDA device can be used (no driver, no device, ...), or nullopt when at least one can.
+std::optional<std::string> cuda_unavailable();
+int device_count();
+const DeviceProperties& device_properties(int index);
+
+// Makes `index` current for a scope and restores the previous device afterwards.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace attnlab::cuda

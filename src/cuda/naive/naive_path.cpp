@@ -1,0 +1,311 @@
+// cuda-naive: attention the way the codelab writes it from scratch, on the GPU.
+//   forward:  scores = Q·Kᵀ (cuBLAS, fp32 out) → masked softmax kernel (P in the inputs' dtype, LSE) → O = P·V
+//   backward: scores and dP = dO·Vᵀ again → row kernel (P, dS) → dQ = scale·dS·K, dK = scale·dSᵀ·Q, dV = Pᵀ·dO
+// The (B, N, T, S) score matrix is materialized, which is the point: it is the baseline the fused paths beat, and
+// the GPU reference in tests. GQA/MQA map query heads onto KV heads through the GEMMs' pointer arrays — no copies.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+
+#include "core/context_impl.h"
+#include "core/error.h"
+#include "core/path.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device.h"
+#include "cuda/common/workspace.h"
+#include "cuda/naive/gemm.h"
+#include "cuda/naive/row_kernels.h"
+
+namespace attnlab::cuda {
+namespace naive {
+namespace {
+
+constexpr const char* kName = "cuda-naive";
+
+struct State : PathState {
+  cublasHandle_t handle = nullptr;
+  int handle_device = -1;
+  Workspace workspace;
+  ~State() override {
+    if (handle != nullptr) {
+      DeviceGuard guard(handle_device);
+      cublasDestroy(handle);
+    }
+  }
+  cublasHandle_t handle_for(int device, cudaStream_t stream) {
+    if (handle != nullptr && handle_device != device) {
+      DeviceGuard guard(handle_device);
+      cublasDestroy(handle);
+      handle = nullptr;
+    }
+    if (handle == nullptr) {
+      check_cublas(cublasCreate(&handle), "cuda-naive: cublasCreate");
+      handle_device = device;
+    }
+    check_cublas(cublasSetStream(handle, stream), "cuda-naive: cublasSetStream");
+    return handle;
+  }
+};
+
+// Carves one workspace allocation into 256-byte aligned pieces: first measure, then assign.
+class Carver {
+ public:
+  std::size_t add(std::size_t bytes) {
+    const std::size_t at = size_;
+    size_ = checked_add(size_, (bytes + 255) / 256 * 256);
+    return at;
+  }
+  std::size_t size() const { return size_; }
+  static std::size_t checked_mul(std::size_t a, std::size_t b) {
+    std::size_t r;
+    if (__builtin_mul_overflow(a, b, &r)) core::fail(ErrorCode::out_of_memory, "{}: workspace size overflows", kName);
+    return r;
+  }
+  static std::size_t checked_add(std::size_t a, std::size_t b) {
+    std::size_t r;
+    if (__builtin_add_overflow(a, b, &r)) core::fail(ErrorCode::out_of_memory, "{}: workspace size overflows", kName);
+    return r;
+  }
+
+ private:
+  std::size_t size_ = 0;
+};
+
+ScoreParams score_params(const core::Problem& p) {
+  ScoreParams s;
+  s.B = p.dims.B;
+  s.N = p.dims.N;
+  s.T = p.dims.T;
+  s.S = p.dims.S;
+  s.scale = p.scale;
+  s.softcap = p.softcap;
+  s.mask = p.mask;
+  const TensorView* mod = !p.bias.empty() ? &p.bias : (!p.bool_mask.empty() ? &p.bool_mask : nullptr);
+  if (mod != nullptr) {
+    if (mod == &p.bias) {
+      s.bias = p.bias.data;
+      s.bias_dtype = p.bias.dtype;
+    } else {
+      s.bool_mask = static_cast<const std::uint8_t*>(p.bool_mask.data);
+    }
+    s.mod_stride_b = mod->shape[0] == 1 ? 0 : mod->strides[0];
+    s.mod_stride_n = mod->shape[1] == 1 ? 0 : mod->strides[1];
+    s.mod_stride_t = mod->strides[2];
+  }
+  return s;
+}
+
+// Per-batch sequence lengths on the device: used in place when they are device tensors, copied when on the host.
+void place_seqlens(const core::Problem& p, ScoreParams& s, std::int32_t* device_copy, cudaStream_t stream) {
+  const TensorView* views[2] = {&p.q_seqlens, &p.kv_seqlens};
+  const std::int32_t** targets[2] = {&s.q_seqlens, &s.kv_seqlens};
+  for (int k = 0; k < 2; ++k) {
+    const TensorView& t = *views[k];
+    if (t.empty()) continue;
+    if (t.device == Device::cuda && t.strides[0] == 1) {
+      *targets[k] = static_cast<const std::int32_t*>(t.data);
+      continue;
+    }
+    std::int32_t* dst = device_copy + k * p.dims.B;
+    if (t.device == Device::cuda) {
+      check_cuda(cudaMemcpy2DAsync(dst, sizeof(std::int32_t), t.data, t.strides[0] * sizeof(std::int32_t),
+                                   sizeof(std::int32_t), p.dims.B, cudaMemcpyDeviceToDevice, stream),
+                 "cuda-naive: copy seqlens");
+    } else {
+      std::vector<std::int32_t> host(p.dims.B);
+      for (std::int64_t b = 0; b < p.dims.B; ++b) host[b] = static_cast<const std::int32_t*>(t.data)[b * t.strides[0]];
+      // Synchronous copy: the host vector dies at the end of this scope.
+      check_cuda(cudaMemcpy(dst, host.data(), host.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
+                 "cuda-naive: copy seqlens");
+    }
+    *targets[k] = dst;
+  }
+}
+
+// The sequence-stride of a (B, L, H, D) view as a GEMM leading dimension (any value ≥ D is fine for L == 1).
+int leading_dim(const TensorView& t) {
+  const std::int64_t d = t.shape[3];
+  return int(t.shape[1] == 1 ? std::max(t.strides[1], d) : t.strides[1]);
+}
+
+BatchOperand tensor_operand(const TensorView& t, std::int64_t head_div = 1, std::int64_t head_mul = 1,
+                            std::int64_t head_add = 0) {
+  return {t.data, std::int64_t(size_of(t.dtype)), t.strides[0], t.strides[2], head_mul, head_add, head_div};
+}
+
+// A (batch, heads, rows, cols) contiguous scratch matrix as a GEMM operand.
+BatchOperand scratch_operand(const void* base, std::size_t elem, std::int64_t heads, std::int64_t rows,
+                             std::int64_t cols, std::int64_t head_mul = 1, std::int64_t head_add = 0) {
+  return {base, std::int64_t(elem), heads * rows * cols, rows * cols, head_mul, head_add, 1};
+}
+
+void forward(State& st, const core::Problem& p, cudaStream_t stream, std::size_t& workspace_bytes) {
+  const auto& d = p.dims;
+  const std::size_t elem = size_of(p.dtype);
+  const std::size_t cells = Carver::checked_mul(Carver::checked_mul(std::size_t(d.B * d.N), std::size_t(d.T)),
+                                                std::size_t(d.S));
+  Carver carve;
+  const std::size_t at_ptrs = carve.add(3 * std::size_t(d.B * d.N) * sizeof(void*));
+  const std::size_t at_scores = carve.add(Carver::checked_mul(cells, 4));
+  const std::size_t at_probs = p.dtype == DType::f32 ? at_scores : carve.add(Carver::checked_mul(cells, elem));
+  const std::size_t at_seqlens = carve.add(2 * std::size_t(d.B) * sizeof(std::int32_t));
+  auto* base = static_cast<char*>(st.workspace.reserve(carve.size(), p.device_index, stream, kName));
+  workspace_bytes = carve.size();
+  auto** ptrs = reinterpret_cast<const void**>(base + at_ptrs);
+  auto* scores = reinterpret_cast<float*>(base + at_scores);
+  void* probs = base + at_probs;
+
+  ScoreParams params = score_params(p);
+  place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + at_seqlens), stream);
+  cublasHandle_t handle = st.handle_for(p.device_index, stream);
+  const std::int64_t G = d.group();
+
+  // scores[b, n] (T × S, row-major) = Q[b, n] · K[b, n / G]ᵀ; column-major: (S × T) = Kᵀ·Q.
+  make_batch_pointers(tensor_operand(p.k, G), tensor_operand(p.q), scratch_operand(scores, 4, d.N, d.T, d.S), d.B,
+                      d.N, ptrs, stream);
+  batched_gemm(handle, {CUBLAS_OP_T, CUBLAS_OP_N, d.S, d.T, d.Hqk, 1.0f, 0.0f}, ptrs, p.dtype, leading_dim(p.k),
+               p.dtype, leading_dim(p.q), DType::f32, d.S, d.B * d.N, kName);
+
+  LseOut lse;
+  if (p.has_lse()) lse = {static_cast<float*>(p.lse.data), p.lse.strides[0], p.lse.strides[1], p.lse.strides[2]};
+  softmax_forward(params, scores, probs, p.dtype, lse, stream);
+
+  // O[b, n] (T × Hv) = P[b, n] · V[b, n / G]; column-major: (Hv × T) = V·P.
+  make_batch_pointers(tensor_operand(p.v, G), scratch_operand(probs, elem, d.N, d.T, d.S), tensor_operand(p.o), d.B,
+                      d.N, ptrs, stream);
+  batched_gemm(handle, {CUBLAS_OP_N, CUBLAS_OP_N, d.Hv, d.T, d.S, 1.0f, 0.0f}, ptrs, p.dtype, leading_dim(p.v),
+               p.dtype, int(d.S), p.dtype, leading_dim(p.o), d.B * d.N, kName);
+}
+
+void backward(State& st, const core::Problem& p, cudaStream_t stream, std::size_t& workspace_bytes) {
+  const auto& d = p.dims;
+  const std::size_t elem = size_of(p.dtype);
+  const bool f32 = p.dtype == DType::f32;
+  const std::size_t cells = Carver::checked_mul(Carver::checked_mul(std::size_t(d.B * d.N), std::size_t(d.T)),
+                                                std::size_t(d.S));
+  Carver carve;
+  const std::size_t at_ptrs = carve.add(3 * std::size_t(d.B * d.N) * sizeof(void*));
+  const std::size_t at_scores = carve.add(Carver::checked_mul(cells, 4));
+  const std::size_t at_dprobs = carve.add(Carver::checked_mul(cells, 4));
+  const std::size_t at_probs = f32 ? at_scores : carve.add(Carver::checked_mul(cells, elem));
+  const std::size_t at_dscores = f32 ? at_dprobs : carve.add(Carver::checked_mul(cells, elem));
+  const std::size_t at_dk = carve.add(Carver::checked_mul(std::size_t(d.B * d.K * d.S * d.Hqk), 4));
+  const std::size_t at_dv = carve.add(Carver::checked_mul(std::size_t(d.B * d.K * d.S * d.Hv), 4));
+  const std::size_t at_seqlens = carve.add(2 * std::size_t(d.B) * sizeof(std::int32_t));
+  auto* base = static_cast<char*>(st.workspace.reserve(carve.size(), p.device_index, stream, kName));
+  workspace_bytes = carve.size();
+  auto** ptrs = reinterpret_cast<const void**>(base + at_ptrs);
+  auto* scores = reinterpret_cast<float*>(base + at_scores);
+  auto* dprobs = reinterpret_cast<float*>(base + at_dprobs);
+  void* probs = base + at_probs;
+  void* dscores = base + at_dscores;
+  auto* dk_acc = reinterpret_cast<float*>(base + at_dk);
+  auto* dv_acc = reinterpret_cast<float*>(base + at_dv);
+
+  ScoreParams params = score_params(p);
+  place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + at_seqlens), stream);
+  cublasHandle_t handle = st.handle_for(p.device_index, stream);
+  const std::int64_t G = d.group();
+
+  // Raw scores again, as in forward.
+  make_batch_pointers(tensor_operand(p.k, G), tensor_operand(p.q), scratch_operand(scores, 4, d.N, d.T, d.S), d.B,
+                      d.N, ptrs, stream);
+  batched_gemm(handle, {CUBLAS_OP_T, CUBLAS_OP_N, d.S, d.T, d.Hqk, 1.0f, 0.0f}, ptrs, p.dtype, leading_dim(p.k),
+               p.dtype, leading_dim(p.q), DType::f32, d.S, d.B * d.N, kName);
+  // dP[b, n] (T × S) = dO · Vᵀ; column-major: (S × T) = Vᵀ·dO.
+  make_batch_pointers(tensor_operand(p.v, G), tensor_operand(p.d_o), scratch_operand(dprobs, 4, d.N, d.T, d.S), d.B,
+                      d.N, ptrs, stream);
+  batched_gemm(handle, {CUBLAS_OP_T, CUBLAS_OP_N, d.S, d.T, d.Hv, 1.0f, 0.0f}, ptrs, p.dtype, leading_dim(p.v),
+               p.dtype, leading_dim(p.d_o), DType::f32, d.S, d.B * d.N, kName);
+
+  BackwardRowArgs rows;
+  rows.scores = scores;
+  rows.d_probs = dprobs;
+  rows.lse = static_cast<const float*>(p.lse.data);
+  rows.lse_stride_b = p.lse.strides[0];
+  rows.lse_stride_n = p.lse.strides[1];
+  rows.lse_stride_t = p.lse.strides[2];
+  rows.o = p.o.data;
+  rows.d_o = p.d_o.data;
+  for (int k = 0; k < 4; ++k) {
+    rows.o_strides[k] = p.o.strides[k];
+    rows.d_o_strides[k] = p.d_o.strides[k];
+  }
+  rows.Hv = d.Hv;
+  rows.probs = probs;
+  rows.d_scores = dscores;
+  softmax_backward(params, rows, p.dtype, stream);
+
+  // dQ[b, n] (T × Hqk) = scale · dS · K; column-major: (Hqk × T) = K·dS.
+  make_batch_pointers(tensor_operand(p.k, G), scratch_operand(dscores, elem, d.N, d.T, d.S), tensor_operand(p.dq),
+                      d.B, d.N, ptrs, stream);
+  batched_gemm(handle, {CUBLAS_OP_N, CUBLAS_OP_N, d.Hqk, d.T, d.S, p.scale, 0.0f}, ptrs, p.dtype, leading_dim(p.k),
+               p.dtype, int(d.S), p.dtype, leading_dim(p.dq), d.B * d.N, kName);
+
+  // dK / dV of KV head h sum over the G query heads h·G + g: one batched GEMM per g, accumulating (beta = 1).
+  for (std::int64_t g = 0; g < G; ++g) {
+    const float beta = g == 0 ? 0.0f : 1.0f;
+    // dV[b, h] (S × Hv) += P[b, hG+g]ᵀ · dO[b, hG+g]; column-major: (Hv × S) = dO·P.
+    make_batch_pointers(tensor_operand(p.d_o, 1, G, g), scratch_operand(probs, elem, d.N, d.T, d.S, G, g),
+                        scratch_operand(dv_acc, 4, d.K, d.S, d.Hv), d.B, d.K, ptrs, stream);
+    batched_gemm(handle, {CUBLAS_OP_N, CUBLAS_OP_T, d.Hv, d.S, d.T, 1.0f, beta}, ptrs, p.dtype, leading_dim(p.d_o),
+                 p.dtype, int(d.S), DType::f32, int(d.Hv), d.B * d.K, kName);
+    // dK[b, h] (S × Hqk) += scale · dS[b, hG+g]ᵀ · Q[b, hG+g]; column-major: (Hqk × S) = Q·dS.
+    make_batch_pointers(tensor_operand(p.q, 1, G, g), scratch_operand(dscores, elem, d.N, d.T, d.S, G, g),
+                        scratch_operand(dk_acc, 4, d.K, d.S, d.Hqk), d.B, d.K, ptrs, stream);
+    batched_gemm(handle, {CUBLAS_OP_N, CUBLAS_OP_T, d.Hqk, d.S, d.T, p.scale, beta}, ptrs, p.dtype,
+                 leading_dim(p.q), p.dtype, int(d.S), DType::f32, int(d.Hqk), d.B * d.K, kName);
+  }
+  store_accumulator(dk_acc, p.dk, stream);
+  store_accumulator(dv_acc, p.dv, stream);
+}
+
+class NaivePath final : public core::Path {
+ public:
+  std::string_view name() const override { return kName; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "cuBLAS GEMM → softmax kernel → GEMM; materializes the (B, N, T, S) scores; f32/f16/bf16, fwd+bwd, "
+           "every mask; the GPU reference";
+  }
+  std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
+  std::optional<std::string> why_not(const core::Problem& p) const override {
+    if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
+      return fmt::format("{} inputs unsupported; use f32, f16 or bf16", to_string(p.dtype));
+    const auto& d = p.dims;
+    if (d.T > INT_MAX || d.S > INT_MAX || d.B * d.N > INT_MAX)
+      return std::string("T, S and B·N must each fit cuBLAS's 32-bit sizes");
+    const std::pair<const char*, const TensorView*> seq_views[] = {
+        {"q", &p.q}, {"k", &p.k}, {"v", &p.v}, {"o", &p.o}, {"d_o", &p.d_o}, {"dq", &p.dq}};
+    for (auto [name, t] : seq_views) {
+      if (t->empty()) continue;
+      if (t->shape[1] > 1 && t->strides[1] < t->shape[3])
+        return fmt::format("{}.strides[1] = {} is below its head dim {}: cuBLAS needs a leading dimension ≥ the "
+                           "head dim",
+                           name, t->strides[1], t->shape[3]);
+      if (t->strides[1] > INT_MAX) return fmt::format("{}.strides[1] exceeds cuBLAS's 32-bit leading dimension", name);
+    }
+    return std::nullopt;
+  }
+  int auto_rank() const override { return 5; }
+  void run(Context::Impl& ctx, const core::Problem& p) const override {
+    DeviceGuard guard(p.device_index);
+    auto& st = ctx.state_for<State>(kName);
+    auto stream = static_cast<cudaStream_t>(ctx.stream);
+    if (p.direction == core::Direction::forward)
+      forward(st, p, stream, ctx.last_workspace_bytes);
+    else
+      backward(st, p, stream, ctx.last_workspace_bytes);
+  }
+};
+
+}  // namespace
+}  // namespace naive
+
+const core::Path& naive_path() {
+  static const naive::NaivePath path;
+  return path;
+}
+
+}  // namespace attnlab::cuda
