@@ -1,1 +1,235 @@
-// Placeholder while the C ABI is written.
+// The C ABI (attnlab.h): plain structs in, attnlab::forward / backward / list_paths behind, status codes out.
+//
+// No exception crosses this boundary: every entry point runs its body inside guarded(), which maps
+// attnlab::Error to its code, std::bad_alloc to ATTNLAB_OUT_OF_MEMORY and anything else to ATTNLAB_INTERNAL, and
+// records the message for attnlab_last_error(). A call that succeeds clears the message.
+#include "attnlab/attnlab.h"
+
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "attnlab/attention.h"
+#include "attnlab/version.h"
+#include "capi/convert.h"
+#include "core/error.h"
+
+// The C enums are the C++ enums' values; the conversions below rely on it.
+#define ATTNLAB_SAME_VALUE(c_value, cxx_value) \
+  static_assert(static_cast<long long>(c_value) == static_cast<long long>(cxx_value), #c_value " != " #cxx_value)
+ATTNLAB_SAME_VALUE(ATTNLAB_OK, attnlab::ErrorCode::ok);
+ATTNLAB_SAME_VALUE(ATTNLAB_INVALID_ARGUMENT, attnlab::ErrorCode::invalid_argument);
+ATTNLAB_SAME_VALUE(ATTNLAB_UNSUPPORTED, attnlab::ErrorCode::unsupported);
+ATTNLAB_SAME_VALUE(ATTNLAB_OUT_OF_MEMORY, attnlab::ErrorCode::out_of_memory);
+ATTNLAB_SAME_VALUE(ATTNLAB_DEVICE_ERROR, attnlab::ErrorCode::device_error);
+ATTNLAB_SAME_VALUE(ATTNLAB_INTERNAL, attnlab::ErrorCode::internal);
+ATTNLAB_SAME_VALUE(ATTNLAB_F32, attnlab::DType::f32);
+ATTNLAB_SAME_VALUE(ATTNLAB_F16, attnlab::DType::f16);
+ATTNLAB_SAME_VALUE(ATTNLAB_BF16, attnlab::DType::bf16);
+ATTNLAB_SAME_VALUE(ATTNLAB_E4M3, attnlab::DType::e4m3);
+ATTNLAB_SAME_VALUE(ATTNLAB_E5M2, attnlab::DType::e5m2);
+ATTNLAB_SAME_VALUE(ATTNLAB_I32, attnlab::DType::i32);
+ATTNLAB_SAME_VALUE(ATTNLAB_U8, attnlab::DType::u8);
+ATTNLAB_SAME_VALUE(ATTNLAB_CPU, attnlab::Device::cpu);
+ATTNLAB_SAME_VALUE(ATTNLAB_CUDA, attnlab::Device::cuda);
+ATTNLAB_SAME_VALUE(ATTNLAB_TOP_LEFT, attnlab::MaskAlign::top_left);
+ATTNLAB_SAME_VALUE(ATTNLAB_BOTTOM_RIGHT, attnlab::MaskAlign::bottom_right);
+#undef ATTNLAB_SAME_VALUE
+static_assert(sizeof(attnlab_tensor{}.shape) / sizeof(int64_t) == attnlab::kMaxRank, "attnlab_tensor.shape size");
+static_assert(sizeof(attnlab_tensor{}.strides) / sizeof(int64_t) == attnlab::kMaxRank, "attnlab_tensor.strides size");
+
+// The opaque handle: a C++ context.
+struct attnlab_context {
+  attnlab::Context cxx;
+};
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// The per-thread last-error message
+// ---------------------------------------------------------------------------------------------------------------
+std::string& last_error_message() noexcept {
+  thread_local std::string message;
+  return message;
+}
+
+void set_error(const char* message) noexcept {
+  std::string& m = last_error_message();
+  try {
+    m.assign(message);
+  } catch (...) {
+    // Short enough for the small-string buffer (and any larger existing buffer): this assignment cannot allocate.
+    m.assign("out of memory");
+  }
+}
+
+void clear_error() noexcept { last_error_message().clear(); }
+
+attnlab_status status_of(attnlab::ErrorCode code) noexcept {
+  switch (code) {
+    case attnlab::ErrorCode::invalid_argument: return ATTNLAB_INVALID_ARGUMENT;
+    case attnlab::ErrorCode::unsupported: return ATTNLAB_UNSUPPORTED;
+    case attnlab::ErrorCode::out_of_memory: return ATTNLAB_OUT_OF_MEMORY;
+    case attnlab::ErrorCode::device_error: return ATTNLAB_DEVICE_ERROR;
+    case attnlab::ErrorCode::internal: return ATTNLAB_INTERNAL;
+    case attnlab::ErrorCode::ok: break;  // an Error that says "ok" is itself a bug
+  }
+  return ATTNLAB_INTERNAL;
+}
+
+// Runs `body`; returns ATTNLAB_OK and clears the last error when it returns, or the status of what it threw.
+template <class Body>
+attnlab_status guarded(Body&& body) noexcept {
+  try {
+    body();
+    clear_error();
+    return ATTNLAB_OK;
+  } catch (const attnlab::Error& e) {
+    set_error(e.what());
+    return status_of(e.code());
+  } catch (const std::bad_alloc&) {
+    set_error("out of host memory");
+    return ATTNLAB_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    try {
+      set_error((std::string("internal error: ") + e.what()).c_str());
+    } catch (...) {
+      set_error("internal error");
+    }
+    return ATTNLAB_INTERNAL;
+  } catch (...) {
+    set_error("internal error: an unknown exception");
+    return ATTNLAB_INTERNAL;
+  }
+}
+
+[[noreturn]] void null_argument(const char* function, const char* argument) {
+  attnlab::core::invalid("{}: {} is NULL", function, argument);
+}
+
+// Copies the name of the path that ran, truncated and NUL-terminated; nothing when there is no room at all.
+void copy_path_name(const std::string& name, char* out, size_t out_size) noexcept {
+  if (out == nullptr || out_size == 0) return;
+  const size_t n = name.size() < out_size - 1 ? name.size() : out_size - 1;
+  std::memcpy(out, name.data(), n);
+  out[n] = '\0';
+}
+
+// list_paths(), taken once: the strings attnlab_path_info hands out live as long as the process.
+const std::vector<attnlab::PathInfo>& cached_paths() {
+  static const std::vector<attnlab::PathInfo> paths = attnlab::list_paths();
+  return paths;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* attnlab_last_error(void) { return last_error_message().c_str(); }
+
+const char* attnlab_version(void) { return ATTNLAB_VERSION_STRING; }
+
+attnlab_status attnlab_context_create(attnlab_context** out) {
+  return guarded([&] {
+    if (out == nullptr) null_argument("attnlab_context_create", "out");
+    *out = nullptr;
+    *out = new attnlab_context{};
+  });
+}
+
+void attnlab_context_destroy(attnlab_context* ctx) {
+  // ~Context releases the paths' state; nothing in it is expected to throw, but nothing may escape either.
+  guarded([&] { delete ctx; });
+}
+
+attnlab_status attnlab_context_set_stream(attnlab_context* ctx, void* cuda_stream) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_context_set_stream", "ctx");
+    ctx->cxx.set_stream(cuda_stream);
+  });
+}
+
+attnlab_status attnlab_context_set_num_threads(attnlab_context* ctx, int32_t threads) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_context_set_num_threads", "ctx");
+    ctx->cxx.set_num_threads(threads);
+  });
+}
+
+attnlab_tensor attnlab_tensor_contiguous(void* data, int32_t dtype, int32_t device, int32_t rank,
+                                         const int64_t* shape) {
+  attnlab_tensor t{};
+  // A bad request sets the last error and leaves a tensor that the call using it rejects as well.
+  guarded([&] { attnlab::capi::contiguous(t, data, dtype, device, rank, shape); });
+  return t;
+}
+
+void attnlab_options_init(attnlab_options* options) {
+  guarded([&] {
+    if (options != nullptr) *options = attnlab::capi::default_options();
+  });
+}
+
+void attnlab_forward_args_init(attnlab_forward_args* args) {
+  guarded([&] {
+    if (args == nullptr) return;
+    *args = attnlab_forward_args{};
+    args->options = attnlab::capi::default_options();
+  });
+}
+
+void attnlab_backward_args_init(attnlab_backward_args* args) {
+  guarded([&] {
+    if (args == nullptr) return;
+    *args = attnlab_backward_args{};
+    args->options = attnlab::capi::default_options();
+  });
+}
+
+attnlab_status attnlab_forward(attnlab_context* ctx, const attnlab_forward_args* args, char* path_ran,
+                               size_t path_ran_size) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_forward", "ctx");
+    if (args == nullptr) null_argument("attnlab_forward", "args");
+    const attnlab::ForwardArgs cxx_args = attnlab::capi::to_cxx(*args);
+    const attnlab::RunInfo info = attnlab::forward(ctx->cxx, cxx_args);
+    copy_path_name(info.path, path_ran, path_ran_size);
+  });
+}
+
+attnlab_status attnlab_backward(attnlab_context* ctx, const attnlab_backward_args* args, char* path_ran,
+                                size_t path_ran_size) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_backward", "ctx");
+    if (args == nullptr) null_argument("attnlab_backward", "args");
+    const attnlab::BackwardArgs cxx_args = attnlab::capi::to_cxx(*args);
+    const attnlab::RunInfo info = attnlab::backward(ctx->cxx, cxx_args);
+    copy_path_name(info.path, path_ran, path_ran_size);
+  });
+}
+
+int32_t attnlab_path_count(void) {
+  int32_t count = 0;
+  guarded([&] { count = static_cast<int32_t>(cached_paths().size()); });
+  return count;
+}
+
+// Each output pointer may be NULL when the caller does not want that field.
+attnlab_status attnlab_path_info(int32_t index, const char** name, int32_t* device, int32_t* available,
+                                 const char** unavailable_reason) {
+  return guarded([&] {
+    const auto& paths = cached_paths();
+    if (index < 0 || static_cast<size_t>(index) >= paths.size())
+      attnlab::core::invalid("attnlab_path_info: index {} is outside 0..{} ({} paths)", index,
+                             static_cast<long long>(paths.size()) - 1, paths.size());
+    const attnlab::PathInfo& p = paths[static_cast<size_t>(index)];
+    if (name != nullptr) *name = p.name.c_str();
+    if (device != nullptr) *device = static_cast<int32_t>(p.device);
+    if (available != nullptr) *available = p.available ? 1 : 0;
+    if (unavailable_reason != nullptr) *unavailable_reason = p.unavailable.c_str();
+  });
+}
+
+}  // extern "C"

@@ -10,6 +10,7 @@ const core::Path& flash_path();
 #if ATTNLAB_WITH_CUDA
 namespace cuda {
 const core::Path& naive_path();
+const core::Path& cudnn_path();
 }  // namespace cuda
 #endif
 }  // namespace attnlab
@@ -22,6 +23,7 @@ const std::vector<const Path*>& registered_paths() {
       &cpu::flash_path(),
 #if ATTNLAB_WITH_CUDA
       &cuda::naive_path(),
+      &cuda::cudnn_path(),
 #endif
   };
   return paths;

@@ -15,7 +15,8 @@ struct PathState {
   virtual ~PathState() = default;
 };
 
-struct Context::Impl {
+// Hidden: an implementation detail, not part of libattnlab's exported ABI.
+struct __attribute__((visibility("hidden"))) Context::Impl {
   void* stream = nullptr;
   int num_threads = 0;  // 0 = all hardware threads
   std::map<std::string, std::unique_ptr<PathState>, std::less<>> path_states;

@@ -93,14 +93,14 @@ void check_same_place(const char* name, const TensorView& t, const TensorView& q
             to_string(t.device), t.device_index, to_string(q.device), q.device_index);
 }
 
-void check_seqlens(const char* name, const TensorView& t, const TensorView& q, std::int64_t B, std::int64_t max_len,
-                   const char* max_name) {
-  check_tensor(name, t, 1, "(B)");
+ByteRange check_seqlens(const char* name, const TensorView& t, const TensorView& q, std::int64_t B,
+                        std::int64_t max_len, const char* max_name) {
+  const ByteRange range = check_tensor(name, t, 1, "(B)");
   if (t.dtype != DType::i32) invalid("{} must be i32, got {}", name, to_string(t.dtype));
   if (t.shape[0] != B) invalid("{} must have shape (B) = ({}), got ({})", name, B, t.shape[0]);
   if (t.device == Device::cuda) {
     check_same_place(name, t, q);
-    return;  // device values cannot be read before launch; kernels clamp them
+    return range;  // device values cannot be read before launch; kernels clamp them
   }
   const auto* values = static_cast<const std::int32_t*>(t.data);
   for (std::int64_t b = 0; b < B; ++b) {
@@ -108,6 +108,7 @@ void check_seqlens(const char* name, const TensorView& t, const TensorView& q, s
     if (len < 0 || len > max_len)
       invalid("{}[{}] = {} is outside [0, {}] ({})", name, b, len, max_len, max_name);
   }
+  return range;
 }
 
 // Bias or boolean mask: (B|1, N|1, T, S).
@@ -181,11 +182,13 @@ Problem check_common(const TensorView& q, const TensorView& k, const TensorView&
   p.mask = m;
 
   if (!options.q_seqlens.empty()) {
-    check_seqlens("q_seqlens", options.q_seqlens, q, d.B, d.T, "T");
+    inputs.push_back({"q_seqlens", check_seqlens("q_seqlens", options.q_seqlens, q, d.B, d.T, "T"),
+                      options.q_seqlens.device});
     p.q_seqlens = options.q_seqlens;
   }
   if (!options.kv_seqlens.empty()) {
-    check_seqlens("kv_seqlens", options.kv_seqlens, q, d.B, d.S, "S");
+    inputs.push_back({"kv_seqlens", check_seqlens("kv_seqlens", options.kv_seqlens, q, d.B, d.S, "S"),
+                      options.kv_seqlens.device});
     p.kv_seqlens = options.kv_seqlens;
   }
   if (!options.bias.empty() && !options.bool_mask.empty())

@@ -1,0 +1,28 @@
+# Runs a command and checks its exit status and output, for the CLI's smoke tests:
+#   cmake -DEXPECT=pass|fail [-DSTDOUT=regex] [-DSTDERR=regex] -P expect.cmake -- <program> <args...>
+# CTest's own PASS_REGULAR_EXPRESSION ignores the exit status; the CLI's contract is both (one error line on
+# stderr AND a non-zero status), so this script checks both.
+set(cmd)
+set(after_dashes FALSE)
+math(EXPR last "${CMAKE_ARGC} - 1")
+foreach(i RANGE ${last})
+  if(after_dashes)
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
+    set(after_dashes TRUE)
+  endif()
+endforeach()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+message("${err}")
+if(EXPECT STREQUAL "pass" AND NOT rc EQUAL 0)
+  message(FATAL_ERROR "expected exit status 0, got ${rc}")
+elseif(EXPECT STREQUAL "fail" AND rc EQUAL 0)
+  message(FATAL_ERROR "expected a non-zero exit status, got 0")
+endif()
+if(DEFINED STDOUT AND NOT out MATCHES "${STDOUT}")
+  message(FATAL_ERROR "stdout does not match '${STDOUT}'")
+endif()
+if(DEFINED STDERR AND NOT err MATCHES "${STDERR}")
+  message(FATAL_ERROR "stderr does not match '${STDERR}'")
+endif()

@@ -1,0 +1,26 @@
+// The lab's subcommands ("experiments"), one file each. To add one: write lab/<name>.cpp defining
+// `Action attach_<name>(CLI::App&)`, declare it below, add one line to the registry in main.cpp and the file to
+// lab/CMakeLists.txt.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace lab {
+
+// What a subcommand does once its flags are parsed; returns the process exit status.
+using Action = std::function<int()>;
+
+struct Experiment {
+  const char* name;
+  const char* summary;                  // one line in `attnlab --help`
+  Action (*attach)(CLI::App& command);  // declares the command's flags, returns the action bound to them
+};
+
+Action attach_check(CLI::App& command);
+Action attach_compare(CLI::App& command);
+
+}  // namespace lab

@@ -1,0 +1,122 @@
+#include "gpu.h"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <attnlab/attention.h>
+
+#if ATTNLAB_LAB_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace lab::gpu {
+
+#if ATTNLAB_LAB_CUDA
+
+namespace {
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw attnlab::Error(attnlab::ErrorCode::device_error,
+                         fmt::format("{}: {} ({})", what, cudaGetErrorString(status), cudaGetErrorName(status)));
+}
+std::string version_string(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+}  // namespace
+
+bool compiled_in() { return true; }
+
+Inventory inventory() {
+  Inventory inv;
+  int runtime = 0;
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) inv.runtime_version = version_string(runtime);
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) inv.driver_version = version_string(driver);
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    // Without an NVIDIA driver the runtime reports "driver version is insufficient"; say what that means here.
+    inv.problem = inv.driver_version.empty() ? "no NVIDIA driver found (no GPU on this machine?)"
+                                             : fmt::format("no usable GPU: {}", cudaGetErrorString(status));
+    cudaGetLastError();  // the failed query stays the "last error"; clear it so later calls start clean
+    return inv;
+  }
+  if (count == 0) inv.problem = "no CUDA GPU found";
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    DeviceInfo d;
+    d.index = i;
+    d.name = prop.name;
+    d.cc_major = prop.major;
+    d.cc_minor = prop.minor;
+    d.sm_count = prop.multiProcessorCount;
+    d.memory_bytes = prop.totalGlobalMem;
+    d.shared_memory_per_block_optin = prop.sharedMemPerBlockOptin;
+    inv.devices.push_back(std::move(d));
+  }
+  return inv;
+}
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes, int device) : bytes_(bytes), device_(device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  const cudaError_t status = cudaMalloc(&data_, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw attnlab::Error(attnlab::ErrorCode::out_of_memory,
+                         fmt::format("cannot allocate {:.1f} MiB on GPU {}", double(bytes) / (1 << 20), device));
+  }
+  check(status, "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)), device_(other.device_) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+  check(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the GPU");
+}
+
+void DeviceBuffer::download(void* host, std::size_t bytes) const {
+  check(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
+}
+
+void synchronize(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+#else  // no CUDA in this build
+
+namespace {
+[[noreturn]] void no_cuda() {
+  throw attnlab::Error(attnlab::ErrorCode::unsupported,
+                       "no CUDA support compiled in (configure with -DATTNLAB_CUDA=ON, or the 'cuda' preset)");
+}
+}  // namespace
+
+bool compiled_in() { return false; }
+Inventory inventory() { return Inventory{{}, "", "", "no CUDA support compiled in"}; }
+DeviceBuffer::DeviceBuffer(std::size_t, int) { no_cuda(); }
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
+void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
+void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
+void synchronize(int) { no_cuda(); }
+
+#endif
+
+}  // namespace lab::gpu

@@ -1,0 +1,20 @@
+# cmake -DBUILD_DIR=<build> -DPREFIX=<prefix> [-DCONFIG=<config>] [-DCLEAN=<dir>] -P install_into.cmake
+# Installs the build into an emptied prefix; CLEAN names a directory to empty as well (a stale consumer build).
+foreach(var BUILD_DIR PREFIX)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "install_into.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+file(REMOVE_RECURSE "${PREFIX}")
+if(CLEAN)
+  file(REMOVE_RECURSE "${CLEAN}")
+endif()
+set(config_args)
+if(CONFIG)
+  set(config_args --config "${CONFIG}")
+endif()
+execute_process(COMMAND "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${PREFIX}" ${config_args}
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install ${BUILD_DIR} --prefix ${PREFIX} failed (${rc})")
+endif()

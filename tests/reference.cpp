@@ -1,0 +1,237 @@
+#include "reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "test_support.h"
+
+namespace attnlab_test::ref {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// One query row's scores, in fp64 (Real = double) or in f32 (Real = float).
+template <class Real>
+struct Row {
+  std::vector<Real> raw;     // scale · q·k (before softcap), for the softcap derivative
+  std::vector<Real> s;       // final score
+  std::vector<char> seen;    // visible and finite
+  bool any = false;
+  Real max = Real(kNegInf);
+};
+
+template <class Real>
+void scores(const Problem& p, std::int64_t b, std::int64_t n, std::int64_t i, Row<Real>& row) {
+  const std::int64_t kh = p.kv_head(n);
+  row.raw.assign(std::size_t(p.S), Real(0));
+  row.s.assign(std::size_t(p.S), Real(kNegInf));
+  row.seen.assign(std::size_t(p.S), 0);
+  row.any = false;
+  row.max = Real(kNegInf);
+  const double* qrow = &p.q[std::size_t(((b * p.T + i) * p.N + n) * p.Hqk)];
+  for (std::int64_t j = 0; j < p.S; ++j) {
+    if (!visible(p, b, n, i, j)) continue;
+    const double* krow = &p.k[std::size_t(((b * p.S + j) * p.K + kh) * p.Hqk)];
+    Real acc = 0;
+    for (std::int64_t h = 0; h < p.Hqk; ++h) acc += Real(qrow[h]) * Real(krow[h]);
+    Real s = acc * Real(p.scale);
+    row.raw[std::size_t(j)] = s;
+    if (p.softcap > 0) s = Real(p.softcap) * std::tanh(s / Real(p.softcap));
+    if (!p.bias.empty()) {
+      const std::int64_t bb = p.bias_B == 1 ? 0 : b, bn = p.bias_N == 1 ? 0 : n;
+      s += Real(p.bias[std::size_t(((bb * p.bias_N + bn) * p.T + i) * p.S + j)]);
+    }
+    if (std::isinf(s) && s < 0) continue;  // a −inf bias hides the key
+    row.s[std::size_t(j)] = s;
+    row.seen[std::size_t(j)] = 1;
+    row.any = true;
+    row.max = std::max(row.max, s);
+  }
+}
+
+}  // namespace
+
+bool visible(const Problem& p, std::int64_t b, std::int64_t n, std::int64_t i, std::int64_t j) {
+  const std::int64_t q_len = p.q_len(b), kv_len = p.kv_len(b);
+  if (i >= q_len || j >= kv_len) return false;
+  const std::int64_t diagonal = p.bottom_right ? i + kv_len - q_len : i;
+  if (p.causal && j > diagonal) return false;
+  // Written as distances from the diagonal so that huge windows (up to INT64_MAX) cannot overflow.
+  if (p.window_left >= 0 && diagonal - j > p.window_left) return false;
+  if (p.window_right >= 0 && j - diagonal > p.window_right) return false;
+  if (!p.mask.empty()) {
+    const std::int64_t mb = p.mask_B == 1 ? 0 : b, mn = p.mask_N == 1 ? 0 : n;
+    if (p.mask[std::size_t(((mb * p.mask_N + mn) * p.T + i) * p.S + j)] == 0) return false;
+  }
+  return true;
+}
+
+Forward forward(const Problem& p) {
+  Forward f;
+  f.o.assign(std::size_t(p.B * p.T * p.N * p.Hv), 0.0);
+  f.lse.assign(std::size_t(p.B * p.N * p.T), kNegInf);
+  Row<double> row;
+  std::vector<double> acc(std::size_t(p.Hv));
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t n = 0; n < p.N; ++n)
+      for (std::int64_t i = 0; i < p.T; ++i) {
+        scores(p, b, n, i, row);
+        if (!row.any) continue;  // o = 0, lse = −inf
+        const std::int64_t kh = p.kv_head(n);
+        double l = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::int64_t j = 0; j < p.S; ++j) {
+          if (!row.seen[std::size_t(j)]) continue;
+          const double e = std::exp(row.s[std::size_t(j)] - row.max);
+          l += e;
+          const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+          for (std::int64_t h = 0; h < p.Hv; ++h) acc[std::size_t(h)] += e * vrow[h];
+        }
+        double* orow = &f.o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
+        for (std::int64_t h = 0; h < p.Hv; ++h) orow[h] = acc[std::size_t(h)] / l;
+        f.lse[std::size_t((b * p.N + n) * p.T + i)] = row.max + std::log(l);
+      }
+  return f;
+}
+
+Forward forward_in_dtype(const Problem& p, attnlab::DType dtype) {
+  Forward f;
+  f.o.assign(std::size_t(p.B * p.T * p.N * p.Hv), 0.0);
+  f.lse.assign(std::size_t(p.B * p.N * p.T), kNegInf);
+  Row<float> row;
+  std::vector<float> acc(std::size_t(p.Hv));
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t n = 0; n < p.N; ++n)
+      for (std::int64_t i = 0; i < p.T; ++i) {
+        scores(p, b, n, i, row);
+        if (!row.any) continue;
+        const std::int64_t kh = p.kv_head(n);
+        float l = 0;
+        for (std::int64_t j = 0; j < p.S; ++j)
+          if (row.seen[std::size_t(j)]) l += std::exp(row.s[std::size_t(j)] - row.max);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (std::int64_t j = 0; j < p.S; ++j) {
+          if (!row.seen[std::size_t(j)]) continue;
+          const float pr = float(round_to(dtype, std::exp(row.s[std::size_t(j)] - row.max) / l));
+          const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+          for (std::int64_t h = 0; h < p.Hv; ++h) acc[std::size_t(h)] += pr * float(vrow[h]);
+        }
+        double* orow = &f.o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
+        for (std::int64_t h = 0; h < p.Hv; ++h) orow[h] = round_to(dtype, acc[std::size_t(h)]);
+        f.lse[std::size_t((b * p.N + n) * p.T + i)] = double(row.max + std::log(l));
+      }
+  return f;
+}
+
+Backward backward(const Problem& p, const std::vector<double>& d_o, const std::vector<double>* o,
+                  const std::vector<double>* lse) {
+  Backward g;
+  g.dq.assign(p.q.size(), 0.0);
+  g.dk.assign(p.k.size(), 0.0);
+  g.dv.assign(p.v.size(), 0.0);
+  Row<double> row;
+  std::vector<double> prob(std::size_t(p.S)), dp(std::size_t(p.S));
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t n = 0; n < p.N; ++n)
+      for (std::int64_t i = 0; i < p.T; ++i) {
+        scores(p, b, n, i, row);
+        if (!row.any) continue;  // the output is the constant 0: no gradient
+        const std::int64_t kh = p.kv_head(n);
+        const double* grow = &d_o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
+        const double* qrow = &p.q[std::size_t(((b * p.T + i) * p.N + n) * p.Hqk)];
+        double l = 0;
+        for (std::int64_t j = 0; j < p.S; ++j)
+          if (row.seen[std::size_t(j)]) l += std::exp(row.s[std::size_t(j)] - row.max);
+        // P = exp(s − LSE): the exact LSE, or the one the call is given.
+        const double row_lse = lse ? (*lse)[std::size_t((b * p.N + n) * p.T + i)] : row.max + std::log(l);
+        double D = 0;
+        for (std::int64_t j = 0; j < p.S; ++j) {
+          prob[std::size_t(j)] = row.seen[std::size_t(j)] ? std::exp(row.s[std::size_t(j)] - row_lse) : 0.0;
+          dp[std::size_t(j)] = 0;
+          if (!row.seen[std::size_t(j)]) continue;
+          const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+          for (std::int64_t h = 0; h < p.Hv; ++h) dp[std::size_t(j)] += grow[h] * vrow[h];
+          D += prob[std::size_t(j)] * dp[std::size_t(j)];
+        }
+        if (o != nullptr) {
+          D = 0;
+          for (std::int64_t h = 0; h < p.Hv; ++h) D += grow[h] * (*o)[std::size_t(((b * p.T + i) * p.N + n) * p.Hv + h)];
+        }
+        double* dqrow = &g.dq[std::size_t(((b * p.T + i) * p.N + n) * p.Hqk)];
+        for (std::int64_t j = 0; j < p.S; ++j) {
+          if (!row.seen[std::size_t(j)]) continue;
+          double ds = prob[std::size_t(j)] * (dp[std::size_t(j)] - D);
+          if (p.softcap > 0) {
+            const double t = std::tanh(row.raw[std::size_t(j)] / p.softcap);
+            ds *= 1.0 - t * t;
+          }
+          ds *= p.scale;
+          const double* krow = &p.k[std::size_t(((b * p.S + j) * p.K + kh) * p.Hqk)];
+          double* dkrow = &g.dk[std::size_t(((b * p.S + j) * p.K + kh) * p.Hqk)];
+          double* dvrow = &g.dv[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+          for (std::int64_t h = 0; h < p.Hqk; ++h) {
+            dqrow[h] += ds * krow[h];
+            dkrow[h] += ds * qrow[h];
+          }
+          for (std::int64_t h = 0; h < p.Hv; ++h) dvrow[h] += prob[std::size_t(j)] * grow[h];
+        }
+      }
+  return g;
+}
+
+Backward backward_in_dtype(const Problem& p, const std::vector<double>& d_o, attnlab::DType dtype,
+                           const std::vector<double>* o) {
+  const std::vector<double> out = o ? *o : forward_in_dtype(p, dtype).o;  // for D = rowsum(dO ∘ O)
+  std::vector<float> dq(p.q.size(), 0.0f), dk(p.k.size(), 0.0f), dv(p.v.size(), 0.0f);
+  Row<float> row;
+  for (std::int64_t b = 0; b < p.B; ++b)
+    for (std::int64_t n = 0; n < p.N; ++n)
+      for (std::int64_t i = 0; i < p.T; ++i) {
+        scores(p, b, n, i, row);
+        if (!row.any) continue;
+        const std::int64_t kh = p.kv_head(n);
+        const std::size_t orow = std::size_t(((b * p.T + i) * p.N + n) * p.Hv);
+        const double* qrow = &p.q[std::size_t(((b * p.T + i) * p.N + n) * p.Hqk)];
+        float D = 0;
+        for (std::int64_t h = 0; h < p.Hv; ++h) D += float(d_o[orow + std::size_t(h)]) * float(out[orow + std::size_t(h)]);
+        float l = 0;
+        for (std::int64_t j = 0; j < p.S; ++j)
+          if (row.seen[std::size_t(j)]) l += std::exp(row.s[std::size_t(j)] - row.max);
+        float* dqrow = &dq[std::size_t(((b * p.T + i) * p.N + n) * p.Hqk)];
+        for (std::int64_t j = 0; j < p.S; ++j) {
+          if (!row.seen[std::size_t(j)]) continue;
+          const float pj = std::exp(row.s[std::size_t(j)] - row.max) / l;
+          const float pr = float(round_to(dtype, pj));
+          const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+          float dpj = 0;
+          for (std::int64_t h = 0; h < p.Hv; ++h) dpj += float(d_o[orow + std::size_t(h)]) * float(vrow[h]);
+          float ds = pj * (dpj - D);
+          if (p.softcap > 0) {
+            const float t = std::tanh(row.raw[std::size_t(j)] / float(p.softcap));
+            ds *= 1.0f - t * t;
+          }
+          ds = float(round_to(dtype, ds));
+          const double* krow = &p.k[std::size_t(((b * p.S + j) * p.K + kh) * p.Hqk)];
+          float* dkrow = &dk[std::size_t(((b * p.S + j) * p.K + kh) * p.Hqk)];
+          float* dvrow = &dv[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+          for (std::int64_t h = 0; h < p.Hqk; ++h) {
+            dqrow[h] += ds * float(krow[h]);
+            dkrow[h] += ds * float(qrow[h]);
+          }
+          for (std::int64_t h = 0; h < p.Hv; ++h) dvrow[h] += pr * float(d_o[orow + std::size_t(h)]);
+        }
+      }
+  Backward g;
+  const auto finish = [&](const std::vector<float>& acc, double factor) {
+    std::vector<double> out(acc.size());
+    for (std::size_t i = 0; i < acc.size(); ++i) out[i] = round_to(dtype, double(acc[i] * float(factor)));
+    return out;
+  };
+  g.dq = finish(dq, p.scale);
+  g.dk = finish(dk, p.scale);
+  g.dv = finish(dv, 1.0);
+  return g;
+}
+
+}  // namespace attnlab_test::ref
