@@ -128,7 +128,7 @@ int run_compare(const Case& c) {
     }
     ++compared;
     const double diff = max_abs_diff(ref.output, out.output);
-    const bool close = allclose(out.output, ref.output, tol.atol, tol.rtol);
+    const bool close = allclose(ref.output, out.output, tol.atol, tol.rtol);  // the codelab's argument order
     row.max_abs_err = diff;
     row.ok = close;
     row.note = fmt::format("vs {}: {} ({})", ref.ran, close ? "close" : "NOT close", tol.label());

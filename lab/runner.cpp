@@ -57,10 +57,11 @@ LabTensor make_tensor(const Shape& shape, const Case& c, attnlab::Device device,
 
 Runner::Runner(const Case& c) : case_(c) {
   ctx_.set_num_threads(c.threads);
+  for (const Shape& s : {c.q_shape(), c.k_shape(), c.v_shape(), c.o_shape()})
+    element_count(s);  // an impossible size throws here, before anything is allocated
   q_values_ = random_normal(element_count(c.q_shape()), c.seed, 0);
   k_values_ = random_normal(element_count(c.k_shape()), c.seed, 1);
   v_values_ = random_normal(element_count(c.v_shape()), c.seed, 2);
-  element_count(c.o_shape());  // throws on an impossible size before anything is allocated
 }
 
 attnlab::Device Runner::device_of(const std::string& path) const {
