@@ -22,5 +22,6 @@ struct Experiment {
 
 Action attach_check(CLI::App& command);
 Action attach_compare(CLI::App& command);
+Action attach_bench(CLI::App& command);
 
 }  // namespace lab

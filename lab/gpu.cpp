@@ -52,6 +52,7 @@ Inventory inventory() {
     d.sm_count = prop.multiProcessorCount;
     d.memory_bytes = prop.totalGlobalMem;
     d.shared_memory_per_block_optin = prop.sharedMemPerBlockOptin;
+    d.l2_bytes = std::size_t(prop.l2CacheSize);
     inv.devices.push_back(std::move(d));
   }
   return inv;
@@ -93,6 +94,28 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
   check(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
 }
 
+double time_calls_ms(const std::function<void(int)>& fn, int first, int calls, int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  float ms = 0.0f;
+  try {
+    check(cudaEventRecord(start, nullptr), "cudaEventRecord");
+    for (int i = 0; i < calls; ++i) fn(first + i);
+    check(cudaEventRecord(stop, nullptr), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
 void synchronize(int device) {
   check(cudaSetDevice(device), "cudaSetDevice");
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -115,6 +138,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
 void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
+double time_calls_ms(const std::function<void(int)>&, int, int, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
 
 #endif

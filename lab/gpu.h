@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct DeviceInfo {
   int sm_count = 0;
   std::size_t memory_bytes = 0;
   std::size_t shared_memory_per_block_optin = 0;  // the most a kernel may ask for (sm_89: ~99 KB, H200: 227 KB)
+  std::size_t l2_bytes = 0;                        // inputs smaller than this are rotated when timing
 };
 
 struct Inventory {
@@ -49,6 +51,10 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
   int device_ = 0;
 };
+
+// Device milliseconds for `calls` back-to-back calls fn(first), fn(first + 1), ...: CUDA events recorded on the
+// legacy default stream (the stream of a Context nobody gave another) before the first and after the last call.
+double time_calls_ms(const std::function<void(int)>& fn, int first, int calls, int device = 0);
 
 // Waits for all work on the device (the library's calls are asynchronous on the context's stream).
 void synchronize(int device = 0);

@@ -21,6 +21,7 @@ const std::vector<Experiment>& experiments() {
   static const std::vector<Experiment> list = {
       {"check", "machine, build, GPU, and which attention paths can run here", attach_check},
       {"compare", "naive vs fused attention on the same random inputs: max |diff| and allclose", attach_compare},
+      {"bench", "time each path at a shape or at every workload of a file: ms, TFLOP/s, first call", attach_bench},
   };
   return list;
 }

@@ -21,6 +21,10 @@ struct ResultRow {
   std::optional<double> max_abs_err;  // against the experiment's reference
   bool ok = false;                    // ran, and the experiment's check (if any) passed
   std::string note;                   // a refusal's reason, "reference", ...
+  // Extras after the shared keys, written only when set.
+  std::optional<std::string> direction;       // "fwd" / "bwd" (bench)
+  std::optional<double> first_call_ms;        // the first call at a new shape (plan builds included)
+  std::optional<double> workspace_bytes;      // scratch memory the path used
 };
 
 // One line of JSON, keys in the order of DESIGN §4, no trailing newline. NaN and infinities become null.

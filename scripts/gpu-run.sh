@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the GPU tests and a short benchmark from a folder made by scripts/gpu-build.sh, then prints a summary.
-#   run.sh [OUT_DIR] [--quick]
+#   run.sh [OUT_DIR] [--tests-only | --bench-only]
 # Writes OUT_DIR/gpu-tests.json (GoogleTest), OUT_DIR/attnlab.jsonl and OUT_DIR/peers.jsonl (result rows,
 # DESIGN §4 schema; peers where PyTorch/JAX are installed), OUT_DIR/summary.txt.
 set -uo pipefail
@@ -15,9 +15,31 @@ echo "== machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || true
 "$dist/bin/attnlab" check | tee "$out/check.txt"
 
-echo "== GPU tests"
-"$dist/bin/test_gpu" --gtest_output="json:$out/gpu-tests.json" --gtest_brief=1 2>&1 | tee "$out/gpu-tests.txt"
-[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+if [[ "$mode" != "--bench-only" ]]; then
+  # The fp64 CPU reference dominates the tests' time: run shards in parallel, one per few cores.
+  shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
+  echo "== GPU tests ($shards shards)"
+  pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$dist/bin/test_gpu" --gtest_brief=1 \
+      --gtest_output="json:$out/gpu-tests-$i.json" > "$out/gpu-tests-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  cat "$out"/gpu-tests-*.txt > "$out/gpu-tests.txt"
+  grep -E "^\[  FAILED  \]|Failure|error" "$out/gpu-tests.txt" | head -60
+  python3 - "$out" <<'PY'
+import glob, json, sys
+tests = failed = skipped = 0
+for f in glob.glob(sys.argv[1] + "/gpu-tests-*.json"):
+    for suite in json.load(open(f))["testsuites"]:
+        for t in suite["testsuite"]:
+            tests += 1
+            if t.get("failures"): failed += 1
+            elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN": skipped += 1
+print(f"GPU tests: {tests - failed - skipped} passed, {failed} failed, {skipped} skipped (of {tests})")
+PY
+fi
 
 if [[ "$mode" != "--tests-only" ]]; then
   echo "== benchmark: attnlab paths"

@@ -46,7 +46,6 @@ class GpuForwardGrid : public ::testing::TestWithParam<GridParam> {};
 TEST_P(GpuForwardGrid, MatchesReference) {
   ATTNLAB_REQUIRE_GPU();
   const auto& [path, dtype, shape, heads] = GetParam();
-  if (!path_supports(path, dtype)) GTEST_SKIP() << path << " does not take " << dtype_name(dtype) << " (tested below)";
   ATTNLAB_TEST_RNG(rng);
   Case c = gpu_case(path, dtype);
   c.T = shape.T;
@@ -74,27 +73,34 @@ std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
                   "_h" + std::to_string(heads.Hqk) + "x" + std::to_string(heads.Hv));
 }
 
+// Every (path, dtype) pair a path supports, times the given shapes and head dims; the pairs a path refuses are
+// tested as errors below, so nothing here is skipped on a GPU.
+std::vector<GridParam> grid(const std::vector<DType>& dtypes, const std::vector<Shape>& shapes,
+                            const std::vector<Heads>& heads) {
+  std::vector<GridParam> out;
+  for (const std::string path : {"cuda-naive", "cudnn"})
+    for (DType dtype : dtypes)
+      if (path_supports(path, dtype))
+        for (const Shape& shape : shapes)
+          for (const Heads& h : heads) out.emplace_back(path, dtype, shape, h);
+  return out;
+}
+
 INSTANTIATE_TEST_SUITE_P(OddShapes, GpuForwardGrid,
-                         ::testing::Combine(::testing::Values(std::string("cuda-naive"), std::string("cudnn")),
-                                            ::testing::Values(DType::f32, DType::f16, DType::bf16),
-                                            ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1}, Shape{113, 203},
-                                                              Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Values(Heads{64, 64}, Heads{128, 128})),
+                         ::testing::ValuesIn(grid({DType::f32, DType::f16, DType::bf16},
+                                                  {Shape{1, 1}, Shape{1, 7}, Shape{7, 1}, Shape{113, 203},
+                                                   Shape{203, 113}, Shape{1023, 1024}},
+                                                  {Heads{64, 64}, Heads{128, 128}})),
                          grid_name);
 
 // 4224 × 4224: long enough for many tiles in every direction; one head keeps the fp64 reference quick.
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuForwardGrid,
-                         ::testing::Combine(::testing::Values(std::string("cuda-naive"), std::string("cudnn")),
-                                            ::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Values(Heads{64, 64})),
-                         grid_name);
+                         ::testing::ValuesIn(grid({DType::bf16}, {Shape{4224, 4224}}, {Heads{64, 64}})), grid_name);
 
 // Head dims other than 64/128 (cuda-naive takes any; cudnn the multiples of 8 up to 256).
 INSTANTIATE_TEST_SUITE_P(OtherHeadDims, GpuForwardGrid,
-                         ::testing::Combine(::testing::Values(std::string("cuda-naive"), std::string("cudnn")),
-                                            ::testing::Values(DType::bf16), ::testing::Values(Shape{113, 203}),
-                                            ::testing::Values(Heads{32, 32}, Heads{96, 96}, Heads{256, 256},
-                                                              Heads{192, 128})),
+                         ::testing::ValuesIn(grid({DType::bf16}, {Shape{113, 203}},
+                                                  {Heads{32, 32}, Heads{96, 96}, Heads{256, 256}, Heads{192, 128}})),
                          grid_name);
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -106,9 +112,8 @@ class GpuFeatures : public ::testing::TestWithParam<PathDtype> {
   void SetUp() override {
     const std::string why = gpu_unavailable();
     if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
-    const auto& [path, dtype] = GetParam();
-    if (!path_supports(path, dtype)) GTEST_SKIP() << path << " does not take " << dtype_name(dtype);
   }
+  bool is_cudnn() const { return std::get<0>(GetParam()) == "cudnn"; }
   Case base() const {
     Case c = gpu_case(std::get<0>(GetParam()), std::get<1>(GetParam()));
     c.B = 2, c.T = 77, c.S = 131, c.N = 4, c.K = 4, c.Hqk = 64, c.Hv = 64;
@@ -157,9 +162,13 @@ TEST_P(GpuFeatures, SequenceLengths) {
 TEST_P(GpuFeatures, Bias) {
   ATTNLAB_TEST_RNG(rng);
   Case c = base();
-  c.bias = BiasKind::f32;
-  check_forward(c, rng);
+  c.S = 136;  // cuDNN needs bias rows 16-byte aligned; cuda-naive takes any S (GpuNaiveOnly)
+  if (!is_cudnn() || c.dtype == DType::f32) {
+    c.bias = BiasKind::f32;
+    check_forward(c, rng);
+  }
   c.bias = BiasKind::same_dtype;
+  check_forward(c, rng);
   c.bias_per_batch = false;
   check_forward(c, rng);
   c.bias_per_head = false;
@@ -167,13 +176,22 @@ TEST_P(GpuFeatures, Bias) {
   check_forward(c, rng);
 }
 
+// Padded and permuted layouts whose strides stay multiples of 8 elements (16 bytes), as cuDNN requires.
+Layout aligned(std::array<int, 4> order) {
+  Layout l;
+  l.order = order;
+  l.pad = {1, 3, 2, 8};
+  return l;
+}
+
 TEST_P(GpuFeatures, StridedLayoutsAndNoLse) {
   ATTNLAB_TEST_RNG(rng);
   Case c = base();
-  c.q_layout = permuted12();
-  c.k_layout = padded();
-  c.v_layout = permuted12();
-  c.o_layout = padded();
+  const bool odd = !is_cudnn();
+  c.q_layout = odd ? permuted12() : aligned({0, 2, 1, 3});
+  c.k_layout = odd ? padded() : aligned({0, 1, 2, 3});
+  c.v_layout = odd ? permuted12() : aligned({0, 2, 1, 3});
+  c.o_layout = odd ? padded() : aligned({0, 1, 2, 3});
   c.lse_layout = permuted01();
   check_forward(c, rng);
   c.with_lse = false;
@@ -196,16 +214,23 @@ TEST_P(GpuFeatures, Backward) {
   c.B = 2, c.q_lens = {77, 30}, c.kv_lens = {100, 131};
   check_backward(c, rng);
   c = base();
-  c.bias = BiasKind::f32;
+  c.bias = is_cudnn() ? BiasKind::same_dtype : BiasKind::f32;
+  c.S = 136;
   check_backward(c, rng);
   c = base();
-  c.T = 1, c.S = 1;
+  c.T = 1, c.S = is_cudnn() ? 9 : 1;  // cuDNN refuses a T = S = 1 backward (tested below)
   check_backward(c, rng);
 }
 
-INSTANTIATE_TEST_SUITE_P(GpuPaths, GpuFeatures,
-                         ::testing::Combine(::testing::Values(std::string("cuda-naive"), std::string("cudnn")),
-                                            ::testing::Values(DType::f32, DType::f16, DType::bf16)),
+std::vector<PathDtype> supported_pairs() {
+  std::vector<PathDtype> out;
+  for (const std::string path : {"cuda-naive", "cudnn"})
+    for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+      if (path_supports(path, dtype)) out.emplace_back(path, dtype);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuPaths, GpuFeatures, ::testing::ValuesIn(supported_pairs()),
                          [](const ::testing::TestParamInfo<PathDtype>& info) {
                            return sanitize(std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param)));
                          });
@@ -219,7 +244,7 @@ class GpuNaiveOnly : public ::testing::TestWithParam<DType> {
   }
 };
 
-TEST_P(GpuNaiveOnly, SoftcapBoolMaskOddHeads) {
+TEST_P(GpuNaiveOnly, SoftcapBiasBoolMaskOddSizes) {
   ATTNLAB_TEST_RNG(rng);
   Case c = gpu_case("cuda-naive", GetParam());
   c.B = 2, c.T = 45, c.S = 97, c.N = 4, c.K = 2, c.Hqk = 40, c.Hv = 72;
@@ -227,6 +252,9 @@ TEST_P(GpuNaiveOnly, SoftcapBoolMaskOddHeads) {
   check_forward(c, rng);
   check_backward(c, rng);
   c.softcap = 0.0f;
+  c.bias = BiasKind::f32;  // odd S: bias rows of any stride
+  check_forward(c, rng);
+  check_backward(c, rng);
   c.bias = BiasKind::bool_mask;
   c.hidden_rows = 3;
   check_forward(c, rng);
@@ -272,6 +300,26 @@ TEST(GpuErrors, CudnnRefusesBoolMask) {
   c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
   c.bias = BiasKind::bool_mask;
   expect_refused(c, "mask");
+}
+
+TEST(GpuErrors, CudnnRefusesF32BiasWithHalfInputs) {
+  ATTNLAB_REQUIRE_GPU();
+  Case c = gpu_case("cudnn", DType::bf16);
+  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  c.bias = BiasKind::f32;
+  expect_refused(c, "bias must have the inputs' dtype");
+}
+
+TEST(GpuErrors, CudnnRefusesStridesNotMultipleOf8) {
+  ATTNLAB_REQUIRE_GPU();
+  Case c = gpu_case("cudnn", DType::bf16);
+  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  c.q_layout = padded();
+  expect_refused(c, "multiple of 8");
+  c.q_layout = dense();
+  c.S = 131;
+  c.bias = BiasKind::same_dtype;
+  expect_refused(c, "multiple of 8");
 }
 
 TEST(GpuErrors, CpuPathRefusesDeviceTensors) {

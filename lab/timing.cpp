@@ -1,0 +1,70 @@
+#include "timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "gpu.h"
+
+namespace lab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void finish(attnlab::Device device) {
+  if (device == attnlab::Device::cuda) gpu::synchronize();
+}
+
+}  // namespace
+
+Timing measure(attnlab::Device device, const std::function<void(int)>& fn, TimingPlan plan) {
+  Timing t;
+  const auto first = Clock::now();
+  fn(0);
+  finish(device);
+  t.first_call_ms = ms_since(first);
+
+  // A slow call (long sequences on a naive path) gets fewer repeats: the spread is small next to its length.
+  // Judged by a second call: the first one includes plan builds and allocations.
+  const auto second = Clock::now();
+  fn(0);
+  finish(device);
+  if (ms_since(second) > 50.0)
+    plan = {std::min(plan.warmup, 2), std::min(plan.repeats, 3), std::min(plan.groups, 5)};
+  // Warm up for at least `warmup` calls and 200 ms of them: an idle GPU needs time to reach its clocks.
+  constexpr double kWarmupMs = 200.0;
+  int index = 1;
+  const auto warm = Clock::now();
+  while (index <= plan.warmup || (ms_since(warm) < kWarmupMs && index < 1000000)) fn(index++);
+  finish(device);
+
+  std::vector<double> per_call;
+  for (int g = 0; g < plan.groups; ++g, index += plan.repeats) {
+    if (device == attnlab::Device::cuda) {
+      per_call.push_back(gpu::time_calls_ms(fn, index, plan.repeats) / plan.repeats);
+    } else {
+      const auto start = Clock::now();
+      for (int i = 0; i < plan.repeats; ++i) fn(index + i);
+      per_call.push_back(ms_since(start) / plan.repeats);
+    }
+  }
+  std::sort(per_call.begin(), per_call.end());
+  t.ms_min = per_call.front();
+  t.ms_max = per_call.back();
+  const std::size_t n = per_call.size();
+  t.ms_median = n % 2 ? per_call[n / 2] : 0.5 * (per_call[n / 2 - 1] + per_call[n / 2]);
+  return t;
+}
+
+double attention_flops(std::int64_t B, std::int64_t N, std::int64_t T, std::int64_t S, std::int64_t Hqk, bool causal,
+                       bool backward) {
+  double f = 4.0 * double(B) * double(N) * double(T) * double(S) * double(Hqk);
+  if (causal) f /= 2.0;
+  return backward ? 2.5 * f : f;
+}
+
+}  // namespace lab

@@ -1,0 +1,30 @@
+// How the lab times a call (DESIGN §4): warm-up calls first, then several groups of back-to-back calls; each
+// group gives one per-call time (CUDA events on a GPU, a steady clock on the CPU) and the lab reports the median,
+// min and max over groups. Calls receive their index so callers can rotate input sets.
+#pragma once
+
+#include <functional>
+
+#include <attnlab/attention.h>
+
+namespace lab {
+
+struct TimingPlan {
+  int warmup = 10;   // at least this many calls, and at least 200 ms of them
+  int repeats = 20;  // calls per group
+  int groups = 7;
+};
+
+struct Timing {
+  double ms_median = 0, ms_min = 0, ms_max = 0;  // per call
+  double first_call_ms = 0;  // the very first call at this shape, host clock until done (plan builds show here)
+};
+
+// Times fn(i). Throws whatever fn throws (e.g. attnlab::Error when a path refuses).
+Timing measure(attnlab::Device device, const std::function<void(int)>& fn, TimingPlan plan);
+
+// FLOPs of one attention call (DESIGN §5): 4·B·N·T·S·Hqk, half when causal, 2.5× for a backward call.
+double attention_flops(std::int64_t B, std::int64_t N, std::int64_t T, std::int64_t S, std::int64_t Hqk, bool causal,
+                       bool backward);
+
+}  // namespace lab
