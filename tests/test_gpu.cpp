@@ -287,33 +287,36 @@ void expect_refused(Case c, const std::string& fragment) {
   EXPECT_TRUE(t.o.same_bytes(before)) << "a failed call wrote to O";
 }
 
+// A small case for the error tests: the rule, not the size, is under test.
+Case tiny_case(const std::string& path, DType dtype) {
+  Case c = gpu_case(path, dtype);
+  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  return c;
+}
+
 TEST(GpuErrors, CudnnRefusesF32WithTheRule) {
   ATTNLAB_REQUIRE_GPU();
-  Case c = gpu_case("cudnn", DType::f32);
-  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  Case c = tiny_case("cudnn", DType::f32);
   expect_refused(c, "f32");
 }
 
 TEST(GpuErrors, CudnnRefusesBoolMask) {
   ATTNLAB_REQUIRE_GPU();
-  Case c = gpu_case("cudnn", DType::bf16);
-  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  Case c = tiny_case("cudnn", DType::bf16);
   c.bias = BiasKind::bool_mask;
   expect_refused(c, "mask");
 }
 
 TEST(GpuErrors, CudnnRefusesF32BiasWithHalfInputs) {
   ATTNLAB_REQUIRE_GPU();
-  Case c = gpu_case("cudnn", DType::bf16);
-  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  Case c = tiny_case("cudnn", DType::bf16);
   c.bias = BiasKind::f32;
   expect_refused(c, "bias must have the inputs' dtype");
 }
 
 TEST(GpuErrors, CudnnRefusesStridesNotMultipleOf8) {
   ATTNLAB_REQUIRE_GPU();
-  Case c = gpu_case("cudnn", DType::bf16);
-  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  Case c = tiny_case("cudnn", DType::bf16);
   c.q_layout = padded();
   expect_refused(c, "multiple of 8");
   c.q_layout = dense();
@@ -324,8 +327,7 @@ TEST(GpuErrors, CudnnRefusesStridesNotMultipleOf8) {
 
 TEST(GpuErrors, CpuPathRefusesDeviceTensors) {
   ATTNLAB_REQUIRE_GPU();
-  Case c = gpu_case("cpu-flash", DType::bf16);
-  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  Case c = tiny_case("cpu-flash", DType::bf16);
   expect_refused(c, "cpu");
 }
 
