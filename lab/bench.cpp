@@ -16,6 +16,7 @@
 
 #include <attnlab/attention.h>
 
+#include "bench_core.h"
 #include "case.h"
 #include "experiment.h"
 #include "gpu.h"
@@ -26,14 +27,6 @@
 
 namespace lab {
 namespace {
-
-struct Workload {
-  std::string name, experiment = "bench";
-  std::int64_t B, T, S, N, K, Hqk, Hv;
-  attnlab::DType dtype;
-  bool causal = false;
-  bool backward = false;
-};
 
 std::vector<Workload> load_workloads(const std::string& file) {
   std::ifstream in(file);
@@ -65,64 +58,6 @@ std::vector<Workload> load_workloads(const std::string& file) {
   return out;
 }
 
-// Bytes a call must move at least: each input read once, each output written once.
-double io_bytes(const Workload& w) {
-  const double elem = double(attnlab::size_of(w.dtype));
-  const double q = double(w.B * w.T * w.N * w.Hqk), k = double(w.B * w.S * w.K * w.Hqk);
-  const double v = double(w.B * w.S * w.K * w.Hv), o = double(w.B * w.T * w.N * w.Hv);
-  return elem * (w.backward ? 2 * (q + k + v + o) + o : q + k + v + o);
-}
-
-// One buffer on the host or the GPU.
-class Buffer {
- public:
-  Buffer(attnlab::Device device, std::size_t bytes) : device_(device) {
-    if (device == attnlab::Device::cuda)
-      gpu_ = std::make_unique<gpu::DeviceBuffer>(bytes);
-    else
-      host_.resize(bytes);
-  }
-  void* data() { return gpu_ ? gpu_->data() : static_cast<void*>(host_.data()); }
-  void fill(const std::vector<std::byte>& bytes) {
-    if (gpu_)
-      gpu_->upload(bytes.data(), bytes.size());
-    else
-      std::copy(bytes.begin(), bytes.end(), host_.begin());
-  }
-
- private:
-  attnlab::Device device_;
-  std::unique_ptr<gpu::DeviceBuffer> gpu_;
-  std::vector<std::byte> host_;
-};
-
-// One set of the call's tensors; the bench rotates several when they fit in the cache.
-struct CallSet {
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  attnlab::ForwardArgs fwd;
-  attnlab::BackwardArgs bwd;
-
-  attnlab::TensorView make(attnlab::Device device, attnlab::DType dtype, const Shape& shape,
-                           std::optional<std::uint64_t> seed = std::nullopt) {
-    const std::int64_t count = element_count(shape);
-    buffers.push_back(std::make_unique<Buffer>(device, std::size_t(count) * attnlab::size_of(dtype)));
-    Buffer& b = *buffers.back();
-    if (seed) b.fill(encode(random_normal(count, *seed, buffers.size()), dtype));
-    attnlab::TensorView view;
-    view.data = b.data();
-    view.dtype = dtype;
-    view.device = device;
-    view.rank = int(shape.size());
-    std::int64_t stride = 1;
-    for (int d = view.rank - 1; d >= 0; --d) {
-      view.shape[d] = shape[d];
-      view.strides[d] = stride;
-      stride *= shape[d];
-    }
-    return view;
-  }
-};
-
 struct BenchFlags {
   CaseFlags shape;
   std::string workloads;
@@ -130,98 +65,6 @@ struct BenchFlags {
   bool backward = false;
   TimingPlan plan;
 };
-
-std::unique_ptr<CallSet> make_set(const Workload& w, attnlab::Device device, const std::string& path,
-                                  std::uint64_t seed) {
-  auto set = std::make_unique<CallSet>();
-  const auto dt = w.dtype;
-  attnlab::Options options;
-  options.path = path;
-  options.mask.causal = w.causal;
-  set->fwd.q = set->make(device, dt, {w.B, w.T, w.N, w.Hqk}, seed);
-  set->fwd.k = set->make(device, dt, {w.B, w.S, w.K, w.Hqk}, seed);
-  set->fwd.v = set->make(device, dt, {w.B, w.S, w.K, w.Hv}, seed);
-  set->fwd.o = set->make(device, dt, {w.B, w.T, w.N, w.Hv});
-  set->fwd.options = options;
-  if (w.backward) {
-    set->fwd.lse = set->make(device, attnlab::DType::f32, {w.B, w.N, w.T});
-    auto& b = set->bwd;
-    b.q = set->fwd.q, b.k = set->fwd.k, b.v = set->fwd.v, b.o = set->fwd.o, b.lse = set->fwd.lse;
-    b.d_o = set->make(device, dt, {w.B, w.T, w.N, w.Hv}, seed + 1);
-    b.dq = set->make(device, dt, {w.B, w.T, w.N, w.Hqk});
-    b.dk = set->make(device, dt, {w.B, w.S, w.K, w.Hqk});
-    b.dv = set->make(device, dt, {w.B, w.S, w.K, w.Hv});
-    b.options = options;
-  }
-  return set;
-}
-
-attnlab::Device device_of(const std::string& path, attnlab::Device fallback) {
-  for (const attnlab::PathInfo& p : attnlab::list_paths())
-    if (p.name == path) return p.device;
-  return fallback;
-}
-
-std::string device_label(attnlab::Device device) {
-  if (device == attnlab::Device::cpu) return "cpu";
-  const gpu::Inventory inv = gpu::inventory();
-  return inv.devices.empty() ? "cuda" : inv.devices.front().name;
-}
-
-ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device device, const BenchFlags& flags,
-                    int threads) {
-  ResultRow row;
-  row.experiment = w.experiment;
-  row.path = path;
-  row.device = device_label(device);
-  row.dtype = std::string(attnlab::to_string(w.dtype));
-  row.B = w.B, row.T = w.T, row.S = w.S, row.N = w.N, row.K = w.K, row.Hqk = w.Hqk, row.Hv = w.Hv;
-  row.causal = w.causal;
-  row.direction = w.backward ? "bwd" : "fwd";
-
-  // Rotate input sets when one set would sit in the GPU's L2 between calls (timing the cache, not the path).
-  std::size_t cache = 0;
-  if (device == attnlab::Device::cuda) {
-    const gpu::Inventory inv = gpu::inventory();
-    cache = inv.devices.empty() ? 0 : inv.devices.front().l2_bytes;
-  }
-  const double bytes = io_bytes(w);
-  const int sets = bytes < double(cache) ? int(std::clamp(std::ceil(2.0 * double(cache) / bytes), 1.0, 8.0)) : 1;
-
-  attnlab::Context ctx;
-  ctx.set_num_threads(threads);
-  std::vector<std::unique_ptr<CallSet>> calls;
-  attnlab::RunInfo info;
-  try {
-    for (int s = 0; s < sets; ++s) calls.push_back(make_set(w, device, path, 1000 + 17 * std::uint64_t(s)));
-    if (w.backward)
-      for (auto& c : calls) attnlab::forward(ctx, c->fwd);  // O and LSE for the backward calls
-    const Timing t = measure(
-        device,
-        [&](int i) {
-          CallSet& c = *calls[std::size_t(i % sets)];
-          info = w.backward ? attnlab::backward(ctx, c.bwd) : attnlab::forward(ctx, c.fwd);
-        },
-        flags.plan);
-    row.ms_median = t.ms_median, row.ms_min = t.ms_min, row.ms_max = t.ms_max;
-    row.tflops = attention_flops(w.B, w.N, w.T, w.S, w.Hqk, w.causal, w.backward) / (t.ms_median * 1e-3) / 1e12;
-    row.gbps = bytes / (t.ms_median * 1e-3) / 1e9;
-    row.first_call_ms = t.first_call_ms;
-    row.workspace_bytes = double(info.workspace_bytes);
-    row.ok = true;
-    row.note = fmt::format("{} input set{}", sets, sets > 1 ? "s" : "");
-    if (!w.name.empty()) row.note = w.name + "; " + row.note;
-  } catch (const attnlab::Error& e) {
-    if (e.code() == attnlab::ErrorCode::invalid_argument) throw;
-    row.ok = false;
-    row.note = e.what();
-  }
-  return row;
-}
-
-std::string fmt_opt(const std::optional<double>& v, const char* spec) {
-  return v ? fmt::format(fmt::runtime(spec), *v) : std::string("—");
-}
 
 // Without --paths: every available path of the device (all GPU paths on cuda).
 std::vector<std::string> bench_paths(attnlab::Device device) { return available_paths(device); }
@@ -248,7 +91,7 @@ int run_bench(BenchFlags& flags) {
                     w.B, w.T, w.S, w.N, w.K, w.Hqk, w.Hv != w.Hqk ? fmt::format("/{}", w.Hv) : "",
                     w.causal ? " causal" : "");
     for (const std::string& path : c.paths) {
-      const ResultRow row = bench_one(w, path, device_of(path, c.device), flags, c.threads);
+      const ResultRow row = bench_one(w, path, path_device(path, c.device), flags.plan, c.threads);
       if (jsonl.is_open()) jsonl << to_json_line(row) << "\n" << std::flush;
       if (c.json) fmt::print("{}\n", to_json_line(row));
       if (!row.ok) {

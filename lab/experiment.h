@@ -23,5 +23,9 @@ struct Experiment {
 Action attach_check(CLI::App& command);
 Action attach_compare(CLI::App& command);
 Action attach_bench(CLI::App& command);
+Action attach_report(CLI::App& command);
+Action attach_causal(CLI::App& command);
+Action attach_sweep(CLI::App& command);
+Action attach_heads(CLI::App& command);
 
 }  // namespace lab

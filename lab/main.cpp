@@ -21,7 +21,11 @@ const std::vector<Experiment>& experiments() {
   static const std::vector<Experiment> list = {
       {"check", "machine, build, GPU, and which attention paths can run here", attach_check},
       {"compare", "naive vs fused attention on the same random inputs: max |diff| and allclose", attach_compare},
+      {"causal", "full vs causal on the same inputs: the first position changes, the last does not", attach_causal},
       {"bench", "time each path at a shape or at every workload of a file: ms, TFLOP/s, first call", attach_bench},
+      {"sweep", "time every path over sequence lengths (seq) or batch sizes (batch)", attach_sweep},
+      {"heads", "MHA / GQA / MQA: 8 query heads over 8, 2, 1 KV heads; KV cache size and time", attach_heads},
+      {"report", "report.html, SVG plots, results.json/.csv from result rows (ours and peers')", attach_report},
   };
   return list;
 }

@@ -84,14 +84,14 @@ Runner::Tensors& Runner::tensors(attnlab::Device device) {
   return *slot;
 }
 
-attnlab::ForwardArgs Runner::args(const std::string& path) {
+attnlab::ForwardArgs Runner::args(const std::string& path, bool causal) {
   Tensors& t = tensors(device_of(path));
   attnlab::ForwardArgs a;
   a.q = t.q.view();
   a.k = t.k.view();
   a.v = t.v.view();
   a.o = t.o.view();
-  a.options.mask.causal = case_.causal;
+  a.options.mask.causal = causal;
   a.options.path = path;
   return a;
 }
@@ -108,10 +108,10 @@ std::optional<std::string> unavailable(const std::string& path) {
 
 std::optional<std::string> Runner::why_not(const std::string& path) {
   if (auto why = unavailable(path)) return why;
-  return attnlab::why_not(path, args(path));
+  return attnlab::why_not(path, args(path, case_.causal));
 }
 
-PathOutcome Runner::run(const std::string& path) {
+PathOutcome Runner::run(const std::string& path, bool causal) {
   PathOutcome out;
   out.requested = path;
   out.device = device_of(path);
@@ -125,7 +125,7 @@ PathOutcome Runner::run(const std::string& path) {
     // Poison O so a path that skips elements cannot pass by leaving a previous path's (correct) values behind.
     std::fill(o.values.begin(), o.values.end(), std::numeric_limits<float>::quiet_NaN());
     o.store();
-    const attnlab::ForwardArgs a = args(path);
+    const attnlab::ForwardArgs a = args(path, causal);
     const attnlab::RunInfo info = attnlab::forward(ctx_, a);
     if (out.device == attnlab::Device::cuda) gpu::synchronize();  // surface asynchronous kernel errors here
     out.ran = info.path;

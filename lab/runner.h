@@ -60,14 +60,16 @@ class Runner {
   // unknown path names) throw attnlab::Error: they are the user's to fix, not a path's to refuse.
   std::optional<std::string> why_not(const std::string& path);
   // Runs `path` on fresh poisoned output. Refusals and failures are returned, invalid arguments thrown.
-  PathOutcome run(const std::string& path);
+  PathOutcome run(const std::string& path) { return run(path, case_.causal); }
+  // The same with the causal mask on or off whatever the case says (causal compares both on the same inputs).
+  PathOutcome run(const std::string& path, bool causal);
 
  private:
   struct Tensors {
     LabTensor q, k, v, o;
   };
   Tensors& tensors(attnlab::Device device);
-  attnlab::ForwardArgs args(const std::string& path);
+  attnlab::ForwardArgs args(const std::string& path, bool causal);
 
   Case case_;
   attnlab::Context ctx_;
