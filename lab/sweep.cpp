@@ -123,20 +123,23 @@ int run_sweep(SweepFlags& f) {
     for (const ResultRow& row : per_value)
       if (!row.ok) fmt::print("{} at {}={}: {}\n", row.path, var, seq ? row.T : row.B, row.note);
 
-  // What the codelab says to look for, and what this sweep measured. The growth exponent is judged over the last
-  // step (the two largest values): at small sizes per-call overhead hides the O(T²) / O(B) work.
+  // What the codelab says to look for, and what this sweep measured. Seq: the fused path's advantage grows with T
+  // (the naive path materializes the O(T²) score matrix) — judged by the naive / fused time ratio. Batch: larger
+  // batches amortize launch overhead and fill the device — judged by TFLOP/s not falling from the smallest to the
+  // largest B. The growth exponents (over the last step, where per-call overhead matters least) are shown as
+  // information only: at small sizes a launch-bound GPU path grows far slower than the work.
   const std::size_t first = 0, last = f.values.size() - 1, prev = last > 0 ? last - 1 : 0;
   const double vp = double(f.values[prev]), vl = double(f.values[last]);
   std::vector<std::string> growths;
-  bool growth_ok = true;
+  bool throughput_ok = true;
   for (std::size_t p = 0; p < c.paths.size(); ++p) {
     const ResultRow &a = rows[first][p], &b = rows[prev][p], &z = rows[last][p];
     if (!a.ok || !b.ok || !z.ok || vp == vl) continue;
     const double k = growth(*b.ms_median, *z.ms_median, vp, vl);
-    growths.push_back(fmt::format("{} ×{:.1f} overall, ∝ {}^{:.1f} from {} to {}", c.paths[p],
-                                  *z.ms_median / *a.ms_median, var, k, f.values[prev], f.values[last]));
-    // Only clearly super-linear (seq) or at most about linear (batch) is asked for, not exactly 2 or 1.
-    growth_ok = growth_ok && (seq ? k > 1.4 : k < 1.4);
+    growths.push_back(fmt::format("{} ×{:.1f} overall, ∝ {}^{:.1f} from {} to {}, {:.3g} → {:.3g} TFLOP/s",
+                                  c.paths[p], *z.ms_median / *a.ms_median, var, k, f.values[prev], f.values[last],
+                                  *a.tflops, *z.tflops));
+    throughput_ok = throughput_ok && *z.tflops >= *a.tflops;
   }
   const auto [naive, fused] = naive_and_fused(c.paths);
   std::string ratio_text;
@@ -158,15 +161,17 @@ int run_sweep(SweepFlags& f) {
     }
   }
   const std::string expected =
-      seq ? "time grows ~quadratically with T for every path; the fused path's advantage over the naive one grows "
-            "with T"
-          : "time grows ~linearly with B (or less, while the device is not yet full); TFLOP/s rises then flattens";
+      seq ? "the fused path's advantage over the naive one grows with T: the naive path materializes the O(T²) "
+            "(B, N, T, S) score matrix, the fused one keeps O(T) memory"
+          : "larger batches amortize launch overhead and use the device better: TFLOP/s rises with B until memory "
+            "or compute is the bottleneck";
   const std::string observed =
       growths.empty() ? "fewer than two values ran: nothing to compare"
                       : fmt::format("from {}={} to {}={}: {}{}", var, f.values[first], var, f.values[last],
-                                    fmt::join(growths, ", "), ratio_text);
+                                    fmt::join(growths, "; "), ratio_text);
   // Timing disagreements are reported, not fatal: a busy machine or tiny sizes can bend them.
-  print_observation(expected, observed, !growths.empty() && growth_ok && ratio_ok);
+  const bool as_expected = !growths.empty() && (seq ? ratio_ok : throughput_ok);
+  print_observation(expected, observed, as_expected);
   return 0;
 }
 
