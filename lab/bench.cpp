@@ -1,7 +1,8 @@
 // attnlab bench — the codelab's timing step: each path at a shape (the codelab default (4, 128, 8, 64) unless
 // flags say otherwise) or at every workload of a file (bench/workloads.json: DESIGN §5's shapes, forward and
 // backward), timed the lab's way (timing.h), with TFLOP/s, GB/s, the first call at the new shape, and the
-// path's workspace. Rows go to the terminal as a table, and with --jsonl to a file peers' rows can join.
+// path's workspace. Rows go to the terminal as a table, with --jsonl to a file peers' rows can join, and with
+// --report to a report. --graph adds, for each CUDA path, a row timed from CUDA-graph replays (the launch floor).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -20,7 +21,9 @@
 #include "case.h"
 #include "experiment.h"
 #include "gpu.h"
+#include "report/report_flags.h"
 #include "results.h"
+#include "runs.h"
 #include "table.h"
 #include "tensors.h"
 #include "timing.h"
@@ -58,18 +61,20 @@ std::vector<Workload> load_workloads(const std::string& file) {
   return out;
 }
 
-struct BenchFlags {
-  CaseFlags shape;
-  std::string workloads;
-  std::string jsonl;
-  bool backward = false;
-  TimingPlan plan;
-};
-
 // Without --paths: every available path of the device (all GPU paths on cuda).
 std::vector<std::string> bench_paths(attnlab::Device device) { return available_paths(device); }
 
-int run_bench(BenchFlags& flags) {
+std::vector<std::string> table_cells(const std::string& label, const std::string& path, const ResultRow& row) {
+  if (!row.ok) return {label, path, "did not run", "", "", "", "", "", row.note.substr(0, 80)};
+  return {label, path, fmt_opt(row.ms_median, "{:.4f}"), fmt_opt(row.ms_min, "{:.4f}"), fmt_opt(row.ms_max, "{:.4f}"),
+          fmt_opt(row.tflops, "{:.1f}"), fmt_opt(row.gbps, "{:.0f}"), fmt_opt(row.first_call_ms, "{:.2f}"),
+          fmt_opt(row.workspace_bytes ? std::optional<double>(*row.workspace_bytes / (1 << 20)) : std::nullopt,
+                  "{:.1f}")};
+}
+
+}  // namespace
+
+Outcome run_bench(const BenchOptions& flags) {
   const Case c = resolve(flags.shape, bench_paths);
   std::vector<Workload> workloads;
   if (!flags.workloads.empty()) {
@@ -83,6 +88,13 @@ int run_bench(BenchFlags& flags) {
     jsonl.open(flags.jsonl, std::ios::app);
     if (!jsonl) throw attnlab::Error(attnlab::ErrorCode::invalid_argument, "cannot write '" + flags.jsonl + "'");
   }
+  Outcome outcome;
+  const auto emit = [&](const ResultRow& row) {
+    if (jsonl.is_open()) jsonl << to_json_line(row) << "\n" << std::flush;
+    if (c.json) fmt::print("{}\n", to_json_line(row));
+    outcome.rows.push_back(row);
+  };
+  std::vector<std::string> not_graphed;  // --graph: paths that are not CUDA paths, named once in a note
   Table table("Time per call (median of groups; CUDA events on a GPU, steady clock on the CPU)");
   table.columns({"workload", "path", "ms median", "min", "max", "TFLOP/s", "GB/s", "first call ms", "workspace MiB"});
   for (const Workload& w : workloads) {
@@ -91,41 +103,47 @@ int run_bench(BenchFlags& flags) {
                     w.B, w.T, w.S, w.N, w.K, w.Hqk, w.Hv != w.Hqk ? fmt::format("/{}", w.Hv) : "",
                     w.causal ? " causal" : "");
     for (const std::string& path : c.paths) {
-      const ResultRow row = bench_one(w, path, path_device(path, c.device), flags.plan, c.threads);
-      if (jsonl.is_open()) jsonl << to_json_line(row) << "\n" << std::flush;
-      if (c.json) fmt::print("{}\n", to_json_line(row));
-      if (!row.ok) {
-        table.row({label, path, "did not run", "", "", "", "", "", row.note.substr(0, 80)});
+      const attnlab::Device device = path_device(path, c.device);
+      const ResultRow row = bench_one(w, path, device, flags.plan, c.threads);
+      emit(row);
+      table.row(table_cells(label, path, row));
+      if (!flags.graph) continue;
+      if (device != attnlab::Device::cuda) {
+        if (std::find(not_graphed.begin(), not_graphed.end(), path) == not_graphed.end()) not_graphed.push_back(path);
         continue;
       }
-      table.row({label, path, fmt_opt(row.ms_median, "{:.4f}"), fmt_opt(row.ms_min, "{:.4f}"),
-                 fmt_opt(row.ms_max, "{:.4f}"), fmt_opt(row.tflops, "{:.1f}"), fmt_opt(row.gbps, "{:.0f}"),
-                 fmt_opt(row.first_call_ms, "{:.2f}"),
-                 fmt_opt(row.workspace_bytes ? std::optional<double>(*row.workspace_bytes / (1 << 20)) : std::nullopt,
-                         "{:.1f}")});
+      // Only a path that ran gets a graph row: the reason it did not run is in its own row already.
+      if (!row.ok) continue;
+      const ResultRow graphed = bench_graph(w, path, device, flags.plan, c.threads);
+      emit(graphed);
+      table.row(table_cells(label, path + " (graph replay)", graphed));
     }
   }
   if (!c.json) table.print();
-  return 0;
+  if (!not_graphed.empty()) {
+    // A note, not an error: the CPU paths were timed as usual. With --json, stdout stays JSON lines.
+    fmt::print(c.json ? stderr : stdout, "note: --graph: {}; {} {} timed without graphs\n", kGraphNeedsCuda,
+               fmt::join(not_graphed, ", "), not_graphed.size() == 1 ? "is a CPU path," : "are CPU paths,");
+  }
+  return outcome;
 }
 
-}  // namespace
-
 Action attach_bench(CLI::App& cmd) {
-  auto flags = std::make_shared<BenchFlags>();
-  flags->shape.dtype = "bf16";
+  auto flags = std::make_shared<BenchOptions>();
+  auto report = std::make_shared<ReportFlags>();
   add_case_flags(cmd, flags->shape);
   const char* timing = "Timing";
   cmd.add_option("--workloads", flags->workloads, "JSON file of workloads (e.g. bench/workloads.json); replaces "
                                                   "the shape flags")->check(CLI::ExistingFile)->group(timing);
   cmd.add_flag("--backward", flags->backward, "time backward calls (dQ, dK, dV) instead of forward")->group(timing);
-  cmd.add_option("--warmup", flags->plan.warmup, "calls before timing")->capture_default_str()->group(timing);
-  cmd.add_option("--repeats", flags->plan.repeats, "back-to-back calls per timed group")
-      ->check(CLI::PositiveNumber)->capture_default_str()->group(timing);
-  cmd.add_option("--groups", flags->plan.groups, "timed groups (median, min, max over them)")
-      ->check(CLI::PositiveNumber)->capture_default_str()->group(timing);
+  add_timing_flags(cmd, flags->plan, timing);
+  cmd.add_flag("--graph", flags->graph, "also time CUDA-graph replays of --repeats calls per CUDA path (the launch "
+                                        "floor): one more row each")->group(timing);
   cmd.add_option("--jsonl", flags->jsonl, "append result rows (JSON lines) to this file")->group(timing);
-  return [flags] { return run_bench(*flags); };
+  add_report_flags(cmd, *report);
+  return [flags, report] {
+    return run_with_report(*report, "attnlab bench", flags->shape.json, [&] { return run_bench(*flags); });
+  };
 }
 
 }  // namespace lab

@@ -9,87 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "call_set.h"
 #include "gpu.h"
 
 namespace lab {
-namespace {
-
-// One buffer on the host or the GPU.
-class Buffer {
- public:
-  Buffer(attnlab::Device device, std::size_t bytes) : device_(device) {
-    if (device == attnlab::Device::cuda)
-      gpu_ = std::make_unique<gpu::DeviceBuffer>(bytes);
-    else
-      host_.resize(bytes);
-  }
-  void* data() { return gpu_ ? gpu_->data() : static_cast<void*>(host_.data()); }
-  void fill(const std::vector<std::byte>& bytes) {
-    if (gpu_)
-      gpu_->upload(bytes.data(), bytes.size());
-    else
-      std::copy(bytes.begin(), bytes.end(), host_.begin());
-  }
-
- private:
-  attnlab::Device device_;
-  std::unique_ptr<gpu::DeviceBuffer> gpu_;
-  std::vector<std::byte> host_;
-};
-
-// One set of the call's tensors; the bench rotates several when they fit in the cache.
-struct CallSet {
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  attnlab::ForwardArgs fwd;
-  attnlab::BackwardArgs bwd;
-
-  attnlab::TensorView make(attnlab::Device device, attnlab::DType dtype, const Shape& shape,
-                           std::optional<std::uint64_t> seed = std::nullopt) {
-    const std::int64_t count = element_count(shape);
-    buffers.push_back(std::make_unique<Buffer>(device, std::size_t(count) * attnlab::size_of(dtype)));
-    Buffer& b = *buffers.back();
-    if (seed) b.fill(encode(random_normal(count, *seed, buffers.size()), dtype));
-    attnlab::TensorView view;
-    view.data = b.data();
-    view.dtype = dtype;
-    view.device = device;
-    view.rank = int(shape.size());
-    std::int64_t stride = 1;
-    for (int d = view.rank - 1; d >= 0; --d) {
-      view.shape[d] = shape[d];
-      view.strides[d] = stride;
-      stride *= shape[d];
-    }
-    return view;
-  }
-};
-
-std::unique_ptr<CallSet> make_set(const Workload& w, attnlab::Device device, const std::string& path,
-                                  std::uint64_t seed) {
-  auto set = std::make_unique<CallSet>();
-  const auto dt = w.dtype;
-  attnlab::Options options;
-  options.path = path;
-  options.mask.causal = w.causal;
-  set->fwd.q = set->make(device, dt, {w.B, w.T, w.N, w.Hqk}, seed);
-  set->fwd.k = set->make(device, dt, {w.B, w.S, w.K, w.Hqk}, seed);
-  set->fwd.v = set->make(device, dt, {w.B, w.S, w.K, w.Hv}, seed);
-  set->fwd.o = set->make(device, dt, {w.B, w.T, w.N, w.Hv});
-  set->fwd.options = options;
-  if (w.backward) {
-    set->fwd.lse = set->make(device, attnlab::DType::f32, {w.B, w.N, w.T});
-    auto& b = set->bwd;
-    b.q = set->fwd.q, b.k = set->fwd.k, b.v = set->fwd.v, b.o = set->fwd.o, b.lse = set->fwd.lse;
-    b.d_o = set->make(device, dt, {w.B, w.T, w.N, w.Hv}, seed + 1);
-    b.dq = set->make(device, dt, {w.B, w.T, w.N, w.Hqk});
-    b.dk = set->make(device, dt, {w.B, w.S, w.K, w.Hqk});
-    b.dv = set->make(device, dt, {w.B, w.S, w.K, w.Hv});
-    b.options = options;
-  }
-  return set;
-}
-
-}  // namespace
 
 // Bytes a call must move at least: each input read once, each output written once.
 double io_bytes(const Workload& w) {
@@ -111,8 +34,7 @@ std::string device_label(attnlab::Device device) {
   return inv.devices.empty() ? "cuda" : inv.devices.front().name;
 }
 
-ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device device, const TimingPlan& plan,
-                    int threads) {
+ResultRow workload_row(const Workload& w, const std::string& path, attnlab::Device device) {
   ResultRow row;
   row.experiment = w.experiment;
   row.path = path;
@@ -121,15 +43,23 @@ ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device 
   row.B = w.B, row.T = w.T, row.S = w.S, row.N = w.N, row.K = w.K, row.Hqk = w.Hqk, row.Hv = w.Hv;
   row.causal = w.causal;
   row.direction = w.backward ? "bwd" : "fwd";
+  return row;
+}
 
-  // Rotate input sets when one set would sit in the GPU's L2 between calls (timing the cache, not the path).
+int input_sets(const Workload& w, attnlab::Device device) {
   std::size_t cache = 0;
   if (device == attnlab::Device::cuda) {
     const gpu::Inventory inv = gpu::inventory();
     cache = inv.devices.empty() ? 0 : inv.devices.front().l2_bytes;
   }
   const double bytes = io_bytes(w);
-  const int sets = bytes < double(cache) ? int(std::clamp(std::ceil(2.0 * double(cache) / bytes), 1.0, 8.0)) : 1;
+  return bytes < double(cache) ? int(std::clamp(std::ceil(2.0 * double(cache) / bytes), 1.0, 8.0)) : 1;
+}
+
+ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device device, const TimingPlan& plan,
+                    int threads) {
+  ResultRow row = workload_row(w, path, device);
+  const int sets = input_sets(w, device);
 
   attnlab::Context ctx;
   ctx.set_num_threads(threads);
@@ -148,7 +78,7 @@ ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device 
         plan);
     row.ms_median = t.ms_median, row.ms_min = t.ms_min, row.ms_max = t.ms_max;
     row.tflops = attention_flops(w.B, w.N, w.T, w.S, w.Hqk, w.causal, w.backward) / (t.ms_median * 1e-3) / 1e12;
-    row.gbps = bytes / (t.ms_median * 1e-3) / 1e9;
+    row.gbps = io_bytes(w) / (t.ms_median * 1e-3) / 1e9;
     row.first_call_ms = t.first_call_ms;
     row.workspace_bytes = double(info.workspace_bytes);
     row.ok = true;
@@ -165,6 +95,5 @@ ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device 
 std::string fmt_opt(const std::optional<double>& v, const char* spec) {
   return v ? fmt::format(fmt::runtime(spec), *v) : std::string("—");
 }
-
 
 }  // namespace lab

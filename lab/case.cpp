@@ -54,6 +54,14 @@ void add_case_flags(CLI::App& cmd, CaseFlags& f) {
   cmd.add_flag("--json", f.json, "print result rows as JSON, one object per line, instead of tables")->group(run);
 }
 
+void add_timing_flags(CLI::App& cmd, TimingPlan& plan, const char* group) {
+  cmd.add_option("--warmup", plan.warmup, "calls before timing")->capture_default_str()->group(group);
+  cmd.add_option("--repeats", plan.repeats, "back-to-back calls per timed group")
+      ->check(CLI::PositiveNumber)->capture_default_str()->group(group);
+  cmd.add_option("--groups", plan.groups, "timed groups (median, min, max over them)")
+      ->check(CLI::PositiveNumber)->capture_default_str()->group(group);
+}
+
 std::vector<std::string> available_paths(attnlab::Device device) {
   std::vector<std::string> names;
   for (const attnlab::PathInfo& p : attnlab::list_paths())

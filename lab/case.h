@@ -9,6 +9,7 @@
 #include <attnlab/attention.h>
 
 #include "tensors.h"
+#include "timing.h"
 
 namespace CLI {
 class App;
@@ -39,6 +40,9 @@ struct CaseFlags {
 
 // Declares the common flags on a subcommand.
 void add_case_flags(CLI::App& command, CaseFlags& flags);
+
+// The timing flags bench, sweep, heads and lab share: --warmup, --repeats, --groups, in the help group `group`.
+void add_timing_flags(CLI::App& command, TimingPlan& plan, const char* group);
 
 // The flags resolved against this build and machine.
 struct Case {

@@ -16,8 +16,10 @@
 
 #include "case.h"
 #include "experiment.h"
+#include "report/report_flags.h"
 #include "results.h"
 #include "runner.h"
+#include "runs.h"
 #include "table.h"
 
 namespace lab {
@@ -55,7 +57,9 @@ ResultRow row_for(const Case& c, const PathOutcome& out) {
   return row;
 }
 
-int run_causal(const Case& c) {
+}  // namespace
+
+Outcome run_causal(const Case& c) {
   // With S ≠ T the last query row would not see every key (top-left diagonal), so the codelab's observation
   // would not hold; the step is about S = T.
   if (c.S != c.T)
@@ -152,18 +156,25 @@ int run_causal(const Case& c) {
     fmt::print(stderr, "attnlab: error: {} mismatch(es) with the codelab's observation or the reference\n",
                mismatched);
   if (compared == 0 && failed == 0) fmt::print(stderr, "attnlab: error: no path could run this case\n");
-  return failed == 0 && mismatched == 0 && compared > 0 ? 0 : 1;
+  Outcome outcome;
+  outcome.rows = std::move(rows);
+  outcome.passed = failed == 0 && mismatched == 0 && compared > 0;
+  outcome.as_expected = mismatched == 0;
+  return outcome;
 }
-
-}  // namespace
 
 Action attach_causal(CLI::App& cmd) {
   auto flags = std::make_shared<CaseFlags>();
+  auto report = std::make_shared<ReportFlags>();
   add_case_flags(cmd, *flags);
+  add_report_flags(cmd, *report);
   cmd.footer("Each path runs with and without the causal mask (--causal is implied). The first path is the "
              "reference for the causal outputs. Exits 1 when a measurement disagrees with the codelab or a path "
              "differs from the reference.");
-  return [flags] { return run_causal(resolve(*flags)); };
+  return [flags, report] {
+    const Case c = resolve(*flags);  // bad flags stop before the report folder is made
+    return run_with_report(*report, "attnlab causal", c.json, [&] { return run_causal(c); });
+  };
 }
 
 }  // namespace lab

@@ -16,6 +16,7 @@
 #include "gpu.h"
 #include "machine.h"
 #include "runner.h"
+#include "runs.h"
 #include "table.h"
 
 namespace lab {
@@ -118,15 +119,17 @@ void print_paths() {
 
 }  // namespace
 
+Outcome run_check() {
+  print_machine();
+  print_gpus();
+  print_paths();
+  return {};  // no rows: check measures nothing
+}
+
 Action attach_check(CLI::App& cmd) {
   cmd.footer("Prints the machine, this build of attnlab, its GPUs and the table of paths. Always exits 0 unless "
              "the library itself fails.");
-  return [] {
-    print_machine();
-    print_gpus();
-    print_paths();
-    return 0;
-  };
+  return [] { return run_check().passed ? 0 : 1; };
 }
 
 }  // namespace lab

@@ -15,8 +15,10 @@
 #include "case.h"
 #include "experiment.h"
 #include "gpu.h"
+#include "report/report_flags.h"
 #include "results.h"
 #include "runner.h"
+#include "runs.h"
 #include "table.h"
 
 namespace lab {
@@ -89,7 +91,9 @@ ResultRow row_for(const Case& c, const PathOutcome& out) {
 
 std::string fmt_diff(double d) { return std::isnan(d) ? "nan (an output element is NaN)" : fmt::format("{:.2e}", d); }
 
-int run_compare(const Case& c) {
+}  // namespace
+
+Outcome run_compare(const Case& c) {
   if (c.paths.size() < 2)
     throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
                          fmt::format("compare needs two or more paths (the first is the reference), got '{}'",
@@ -157,17 +161,24 @@ int run_compare(const Case& c) {
                tol.label());
   if (compared == 0 && failed == 0)
     fmt::print(stderr, "attnlab: error: nothing to compare: every path but the reference refused this case\n");
-  return failed == 0 && mismatched == 0 && compared > 0 ? 0 : 1;
+  Outcome outcome;
+  outcome.rows = std::move(rows);
+  outcome.passed = failed == 0 && mismatched == 0 && compared > 0;
+  outcome.as_expected = mismatched == 0;
+  return outcome;
 }
-
-}  // namespace
 
 Action attach_compare(CLI::App& cmd) {
   auto flags = std::make_shared<CaseFlags>();
+  auto report = std::make_shared<ReportFlags>();
   add_case_flags(cmd, *flags);
+  add_report_flags(cmd, *report);
   cmd.footer("The first path is the reference; every other path is compared with it. Exits 1 when a path differs "
              "from the reference, fails, or nothing could be compared.");
-  return [flags] { return run_compare(resolve(*flags)); };
+  return [flags, report] {
+    const Case c = resolve(*flags);  // bad flags stop before the report folder is made
+    return run_with_report(*report, "attnlab compare", c.json, [&] { return run_compare(c); });
+  };
 }
 
 }  // namespace lab

@@ -121,6 +121,86 @@ void synchronize(int device) {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+namespace {
+std::string describe(cudaError_t status) {
+  return fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status));
+}
+}  // namespace
+
+GraphCapture::GraphCapture(int device) : device_(device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreate(&s), "cudaStreamCreate");
+  stream_ = s;
+}
+
+GraphCapture::~GraphCapture() {
+  release_graph();
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  }
+}
+
+void GraphCapture::release_graph() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_ != nullptr) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  exec_ = graph_ = nullptr;
+}
+
+std::optional<std::string> GraphCapture::capture(const std::function<void()>& calls) {
+  check(cudaSetDevice(device_), "cudaSetDevice");
+  release_graph();
+  const auto stream = static_cast<cudaStream_t>(stream_);
+  // Thread-local mode: a call this thread makes that a capture cannot record (cudaMalloc, a synchronous
+  // cudaMemcpy, a stream or device synchronize) fails and invalidates the capture, instead of running outside it.
+  cudaError_t status = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return fmt::format("cudaStreamBeginCapture: {}", describe(status));
+  }
+  std::optional<std::string> failure;
+  try {
+    calls();
+  } catch (const std::exception& e) {
+    failure = e.what();
+  } catch (...) {
+    failure = "unknown exception during capture";
+  }
+  // Always end the capture, whatever happened above: that takes the stream out of capture mode. An invalidated
+  // capture ends with an error and no graph.
+  cudaGraph_t graph = nullptr;
+  status = cudaStreamEndCapture(stream, &graph);
+  if (!failure && status != cudaSuccess) failure = fmt::format("cudaStreamEndCapture: {}", describe(status));
+  if (!failure && graph == nullptr) failure = "the capture recorded nothing";
+  if (failure) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capturing) == cudaSuccess && capturing != cudaStreamCaptureStatusNone) {
+      cudaGraph_t rest = nullptr;  // not expected after EndCapture; belt and braces
+      if (cudaStreamEndCapture(stream, &rest) == cudaSuccess && rest != nullptr) cudaGraphDestroy(rest);
+    }
+    cudaGetLastError();  // capture errors are not sticky; clear them so the next call starts clean
+    return failure;
+  }
+  graph_ = graph;
+  cudaGraphExec_t exec = nullptr;
+  status = cudaGraphInstantiateWithFlags(&exec, graph, 0);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    release_graph();
+    return fmt::format("cudaGraphInstantiate: {}", describe(status));
+  }
+  exec_ = exec;
+  return std::nullopt;
+}
+
+void GraphCapture::launch() {
+  if (exec_ == nullptr)
+    throw attnlab::Error(attnlab::ErrorCode::internal, "GraphCapture::launch before a successful capture");
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), static_cast<cudaStream_t>(stream_)), "cudaGraphLaunch");
+}
+
 #else  // no CUDA in this build
 
 namespace {
@@ -140,6 +220,11 @@ void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
 double time_calls_ms(const std::function<void(int)>&, int, int, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
+GraphCapture::GraphCapture(int) { no_cuda(); }
+GraphCapture::~GraphCapture() = default;
+std::optional<std::string> GraphCapture::capture(const std::function<void()>&) { no_cuda(); }
+void GraphCapture::launch() { no_cuda(); }
+void GraphCapture::release_graph() {}
 
 #endif
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,33 @@ class DeviceBuffer {
 // Device milliseconds for `calls` back-to-back calls fn(first), fn(first + 1), ...: CUDA events recorded on the
 // legacy default stream (the stream of a Context nobody gave another) before the first and after the last call.
 double time_calls_ms(const std::function<void(int)>& fn, int first, int calls, int device = 0);
+
+// A CUDA graph of library calls, for timing replays (the launch floor). It owns a stream for the library to run on
+// (a Context's set_stream), because the legacy default stream cannot be captured; the stream is a blocking one, so
+// it orders with the legacy default stream that time_calls_ms records its events on.
+class GraphCapture {
+ public:
+  explicit GraphCapture(int device = 0);
+  ~GraphCapture();
+  GraphCapture(const GraphCapture&) = delete;
+  GraphCapture& operator=(const GraphCapture&) = delete;
+
+  void* stream() const { return stream_; }
+  // Captures the work `calls` issues on stream() into a graph and instantiates it. Returns nullopt on success,
+  // else why capture failed: `calls` threw (a CUDA call the capture does not allow, such as a synchronous copy or
+  // an allocation, fails inside the library), or ending or instantiating the capture failed. Whatever happens, the
+  // capture is ended before this returns: the stream is never left capturing.
+  std::optional<std::string> capture(const std::function<void()>& calls);
+  // One replay of the captured graph on stream() (asynchronous).
+  void launch();
+
+ private:
+  void release_graph();
+  int device_ = 0;
+  void* stream_ = nullptr;  // cudaStream_t
+  void* graph_ = nullptr;   // cudaGraph_t
+  void* exec_ = nullptr;    // cudaGraphExec_t
+};
 
 // Waits for all work on the device (the library's calls are asynchronous on the context's stream).
 void synchronize(int device = 0);

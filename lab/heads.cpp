@@ -16,19 +16,15 @@
 #include "bench_core.h"
 #include "case.h"
 #include "experiment.h"
+#include "report/report_flags.h"
 #include "results.h"
+#include "runs.h"
 #include "table.h"
 #include "tensors.h"
 #include "timing.h"
 
 namespace lab {
 namespace {
-
-struct HeadsFlags {
-  CaseFlags shape;
-  std::string jsonl;
-  TimingPlan plan;
-};
 
 struct Variant {
   std::string name;  // MHA, GQA, MQA
@@ -48,7 +44,9 @@ std::vector<Variant> variants(std::int64_t N) {
 
 std::string mib(double bytes) { return fmt::format("{:.3f} MiB", bytes / double(1 << 20)); }
 
-int run_heads(HeadsFlags& f) {
+}  // namespace
+
+Outcome run_heads(const HeadsOptions& f) {
   if (f.shape.kv_heads_option != nullptr && f.shape.kv_heads_option->count() > 0)
     throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
                          "heads chooses the KV heads itself (N, N/4, N/8); drop --kv-heads");
@@ -94,7 +92,9 @@ int run_heads(HeadsFlags& f) {
       rows[i].push_back(std::move(row));
     }
   }
-  if (c.json) return 0;
+  Outcome outcome;
+  for (const auto& per_variant : rows) outcome.rows.insert(outcome.rows.end(), per_variant.begin(), per_variant.end());
+  if (c.json) return outcome;
 
   shapes.print();
   Table times("Time per call (ms, median of groups) and TFLOP/s");
@@ -131,34 +131,32 @@ int run_heads(HeadsFlags& f) {
   std::vector<std::string> saving_text;
   for (std::size_t i = 1; i < vs.size(); ++i)
     saving_text.push_back(fmt::format("{:.0f}× ({})", savings[i], vs[i].name));
+  outcome.as_expected = time_ok && !per_path.empty();
   print_observation(
       fmt::format("same output shape; KV cache {} smaller; time similar or lower",
                   fmt::join(saving_text, " / ")),
       fmt::format("output {} for every variant; KV cache {} smaller; time {}: {}", format_shape(c.o_shape()),
                   fmt::join(saving_text, " / "), fmt::join(names, " / "),
                   per_path.empty() ? "no path ran every variant" : fmt::format("{}", fmt::join(per_path, "; "))),
-      time_ok && !per_path.empty());
+      outcome.as_expected);
   for (const auto& per_variant : rows)
     for (const ResultRow& row : per_variant)
       if (!row.ok) fmt::print("{} at K={}: {}\n", row.path, row.K, row.note);
-  return 0;
+  return outcome;
 }
 
-}  // namespace
-
 Action attach_heads(CLI::App& cmd) {
-  auto f = std::make_shared<HeadsFlags>();
-  f->shape.dtype = "bf16";
+  auto f = std::make_shared<HeadsOptions>();
+  auto report = std::make_shared<ReportFlags>();
   add_case_flags(cmd, f->shape);
   const char* timing = "Timing";
-  cmd.add_option("--warmup", f->plan.warmup, "calls before timing")->capture_default_str()->group(timing);
-  cmd.add_option("--repeats", f->plan.repeats, "back-to-back calls per timed group")
-      ->check(CLI::PositiveNumber)->capture_default_str()->group(timing);
-  cmd.add_option("--groups", f->plan.groups, "timed groups (median, min, max over them)")
-      ->check(CLI::PositiveNumber)->capture_default_str()->group(timing);
+  add_timing_flags(cmd, f->plan, timing);
   cmd.add_option("--jsonl", f->jsonl, "append result rows (JSON lines) to this file")->group(timing);
+  add_report_flags(cmd, *report);
   cmd.footer("Timing observations that disagree with the codelab are flagged but do not change the exit status.");
-  return [f] { return run_heads(*f); };
+  return [f, report] {
+    return run_with_report(*report, "attnlab heads", f->shape.json, [&] { return run_heads(*f); });
+  };
 }
 
 }  // namespace lab

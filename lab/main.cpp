@@ -25,6 +25,7 @@ const std::vector<Experiment>& experiments() {
       {"bench", "time each path at a shape or at every workload of a file: ms, TFLOP/s, first call", attach_bench},
       {"sweep", "time every path over sequence lengths (seq) or batch sizes (batch)", attach_sweep},
       {"heads", "MHA / GQA / MQA: 8 query heads over 8, 2, 1 KV heads; KV cache size and time", attach_heads},
+      {"lab", "everything above in order on one device, then a report (lab-report/ unless --report says)", attach_lab},
       {"report", "report.html, SVG plots, results.json/.csv from result rows (ours and peers')", attach_report},
   };
   return list;

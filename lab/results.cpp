@@ -43,6 +43,7 @@ std::string to_json_line(const ResultRow& r) {
   if (r.direction) j["direction"] = *r.direction;
   if (r.first_call_ms) j["first_call_ms"] = number_or_null(r.first_call_ms);
   if (r.workspace_bytes) j["workspace_bytes"] = number_or_null(r.workspace_bytes);
+  if (r.graph) j["graph"] = *r.graph;
   // Replace invalid UTF-8 instead of throwing: notes carry library messages verbatim.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

@@ -25,6 +25,7 @@ struct ResultRow {
   std::optional<std::string> direction;       // "fwd" / "bwd" (bench)
   std::optional<double> first_call_ms;        // the first call at a new shape (plan builds included)
   std::optional<double> workspace_bytes;      // scratch memory the path used
+  std::optional<bool> graph;                  // true: timed as CUDA-graph replays (bench/sweep --graph)
 };
 
 // One line of JSON, keys in the order of DESIGN §4, no trailing newline. NaN and infinities become null.

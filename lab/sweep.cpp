@@ -1,6 +1,7 @@
 // attnlab sweep seq|batch — the codelab's step 7 sweeps: every path timed (timing.h) over sequence lengths
 // T = S ∈ {64, …, 1024} at B=4, N=8, H=64, or over batch sizes B ∈ {1, …, 16} at T=256, shown as one table (rows =
-// values, columns = paths) and the codelab's observation next to what was measured.
+// values, columns = paths) and the codelab's observation next to what was measured. --graph adds a column per
+// CUDA path timed from CUDA-graph replays (graph_bench.cpp).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -18,21 +19,14 @@
 #include "case.h"
 #include "experiment.h"
 #include "progress.h"
+#include "report/report_flags.h"
 #include "results.h"
+#include "runs.h"
 #include "table.h"
 #include "timing.h"
 
 namespace lab {
 namespace {
-
-struct SweepFlags {
-  std::string what;  // "seq" or "batch"
-  std::vector<std::int64_t> values;
-  CaseFlags shape;
-  std::string jsonl;
-  TimingPlan plan;
-  CLI::Option* seq_option = nullptr;  // batch sweeps run at T=256 unless -T says otherwise
-};
 
 std::vector<std::int64_t> default_values(const std::string& what) {
   return what == "seq" ? std::vector<std::int64_t>{64, 128, 256, 512, 1024}
@@ -56,14 +50,17 @@ std::pair<std::string, std::string> naive_and_fused(const std::vector<std::strin
 // Growth exponent between the first and last value: time ∝ value^k (k ≈ 2 quadratic, ≈ 1 linear).
 double growth(double t0, double t1, double v0, double v1) { return std::log(t1 / t0) / std::log(v1 / v0); }
 
-int run_sweep(SweepFlags& f) {
+}  // namespace
+
+Outcome run_sweep(const SweepOptions& options) {
+  SweepOptions f = options;
   const bool seq = f.what == "seq";
   if (f.values.empty()) f.values = default_values(f.what);
   for (std::int64_t v : f.values)
     if (v < 1)
       throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
                            fmt::format("--values: every value must be >= 1, got {}", v));
-  if (!seq && (f.seq_option == nullptr || f.seq_option->count() == 0)) f.shape.seq = 256;
+  if (!seq && !f.seq_given) f.shape.seq = 256;
   const Case c = resolve(f.shape, available_paths);
   const std::string experiment = seq ? "sweep-seq" : "sweep-batch";
   const std::string var = seq ? "T" : "B";
@@ -74,10 +71,16 @@ int run_sweep(SweepFlags& f) {
     if (!jsonl) throw attnlab::Error(attnlab::ErrorCode::invalid_argument, "cannot write '" + f.jsonl + "'");
   }
 
-  // rows[value index][path index]
-  std::vector<std::vector<ResultRow>> rows(f.values.size());
+  // --graph times the CUDA paths once more from graph replays; the others are named in a note.
+  std::vector<std::string> graphed, not_graphed;
+  if (f.graph)
+    for (const std::string& p : c.paths)
+      (path_device(p, c.device) == attnlab::Device::cuda ? graphed : not_graphed).push_back(p);
+
+  // rows[value index][path index]; graph_rows[value index][index in graphed]
+  std::vector<std::vector<ResultRow>> rows(f.values.size()), graph_rows(f.values.size());
   {
-    Progress bar(fmt::format("sweep {}", f.what), int(f.values.size() * c.paths.size()));
+    Progress bar(fmt::format("sweep {}", f.what), int(f.values.size() * (c.paths.size() + graphed.size())));
     for (std::size_t i = 0; i < f.values.size(); ++i) {
       const std::int64_t v = f.values[i];
       Workload w{"", experiment, c.B, c.T, c.S, c.N, c.K, c.Hqk, c.Hv, c.dtype, c.causal, false};
@@ -89,12 +92,27 @@ int run_sweep(SweepFlags& f) {
         if (jsonl.is_open()) jsonl << to_json_line(row) << "\n" << std::flush;
         rows[i].push_back(std::move(row));
       }
+      for (const std::string& path : graphed) {
+        bar.step(fmt::format("{}={} {} graph", var, v, path));
+        ResultRow row = bench_graph(w, path, attnlab::Device::cuda, f.plan, c.threads);
+        if (jsonl.is_open()) jsonl << to_json_line(row) << "\n" << std::flush;
+        graph_rows[i].push_back(std::move(row));
+      }
     }
   }
+  Outcome outcome;
+  for (std::size_t i = 0; i < f.values.size(); ++i) {
+    outcome.rows.insert(outcome.rows.end(), rows[i].begin(), rows[i].end());
+    outcome.rows.insert(outcome.rows.end(), graph_rows[i].begin(), graph_rows[i].end());
+  }
+  const auto graph_note = [&](std::FILE* out) {
+    if (!not_graphed.empty())
+      fmt::print(out, "note: --graph: {}; {} timed without graphs\n", kGraphNeedsCuda, fmt::join(not_graphed, ", "));
+  };
   if (c.json) {
-    for (const auto& per_value : rows)
-      for (const ResultRow& row : per_value) fmt::print("{}\n", to_json_line(row));
-    return 0;
+    for (const ResultRow& row : outcome.rows) fmt::print("{}\n", to_json_line(row));
+    graph_note(stderr);
+    return outcome;
   }
 
   const std::string fixed = seq ? fmt::format("B={}, N={}/{}, H={}", c.B, c.N, c.K, c.Hqk)
@@ -109,6 +127,7 @@ int run_sweep(SweepFlags& f) {
     headers.push_back(p + " ms"), headers.push_back("TFLOP/s");
     aligns.push_back(Align::right), aligns.push_back(Align::right);
   }
+  for (const std::string& p : graphed) headers.push_back(p + " graph ms"), aligns.push_back(Align::right);
   table.columns(headers, aligns);
   for (std::size_t i = 0; i < f.values.size(); ++i) {
     std::vector<std::string> cells = {std::to_string(f.values[i])};
@@ -116,12 +135,16 @@ int run_sweep(SweepFlags& f) {
       cells.push_back(row.ok ? fmt_opt(row.ms_median, "{:.4f}") : "did not run");
       cells.push_back(row.ok ? fmt_opt(row.tflops, "{:.3g}") : "—");
     }
+    for (const ResultRow& row : graph_rows[i]) cells.push_back(row.ok ? fmt_opt(row.ms_median, "{:.4f}") : "failed");
     table.row(cells);
   }
   table.print();
-  for (const auto& per_value : rows)
-    for (const ResultRow& row : per_value)
-      if (!row.ok) fmt::print("{} at {}={}: {}\n", row.path, var, seq ? row.T : row.B, row.note);
+  for (const auto* all : {&rows, &graph_rows})
+    for (const auto& per_value : *all)
+      for (const ResultRow& row : per_value)
+        if (!row.ok)
+          fmt::print("{}{} at {}={}: {}\n", row.path, row.graph ? " (graph)" : "", var, seq ? row.T : row.B, row.note);
+  graph_note(stdout);
 
   // What the codelab says to look for, and what this sweep measured. Seq: the fused path's advantage grows with T
   // (the naive path materializes the O(T²) score matrix) — judged by the naive / fused time ratio. Batch: larger
@@ -172,30 +195,31 @@ int run_sweep(SweepFlags& f) {
   // Timing disagreements are reported, not fatal: a busy machine or tiny sizes can bend them.
   const bool as_expected = !growths.empty() && (seq ? ratio_ok : throughput_ok);
   print_observation(expected, observed, as_expected);
-  return 0;
+  outcome.as_expected = as_expected;
+  return outcome;
 }
 
-}  // namespace
-
 Action attach_sweep(CLI::App& cmd) {
-  auto f = std::make_shared<SweepFlags>();
-  f->shape.dtype = "bf16";
+  auto f = std::make_shared<SweepOptions>();
+  auto report = std::make_shared<ReportFlags>();
   cmd.add_option("what", f->what, "seq: T = S over --values at B=4, N=8, H=64; batch: B over --values at T=256")
       ->required()->check(CLI::IsMember({"seq", "batch"}));
   add_case_flags(cmd, f->shape);
-  f->seq_option = cmd.get_option("--seq");
+  CLI::Option* seq_option = cmd.get_option("--seq");
   const char* sweep = "Sweep";
   cmd.add_option("--values", f->values, "comma-separated values to sweep (default seq: 64,128,256,512,1024; "
                                         "batch: 1,2,4,8,16)")->delimiter(',')->group(sweep);
-  cmd.add_option("--warmup", f->plan.warmup, "calls before timing")->capture_default_str()->group(sweep);
-  cmd.add_option("--repeats", f->plan.repeats, "back-to-back calls per timed group")
-      ->check(CLI::PositiveNumber)->capture_default_str()->group(sweep);
-  cmd.add_option("--groups", f->plan.groups, "timed groups (median, min, max over them)")
-      ->check(CLI::PositiveNumber)->capture_default_str()->group(sweep);
+  add_timing_flags(cmd, f->plan, sweep);
+  cmd.add_flag("--graph", f->graph, "also time CUDA-graph replays of each CUDA path (one more column each)")
+      ->group(sweep);
   cmd.add_option("--jsonl", f->jsonl, "append result rows (JSON lines) to this file")->group(sweep);
+  add_report_flags(cmd, *report);
   cmd.footer("A progress bar is drawn on stderr when it is a terminal. Timing observations that disagree with the "
              "codelab are flagged but do not change the exit status.");
-  return [f] { return run_sweep(*f); };
+  return [f, report, seq_option] {
+    f->seq_given = seq_option->count() > 0;
+    return run_with_report(*report, "attnlab sweep " + f->what, f->shape.json, [&] { return run_sweep(*f); });
+  };
 }
 
 }  // namespace lab

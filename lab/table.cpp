@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "progress.h"
+
 namespace lab {
 
 std::size_t display_width(std::string_view text) {
@@ -59,7 +61,10 @@ std::string Table::render() const {
   return out;
 }
 
-void Table::print() const { fmt::print("{}\n", render()); }
+void Table::print() const {
+  clear_progress_line();  // a bar on the same terminal would run into the table's first line
+  fmt::print("{}\n", render());
+}
 
 Table key_value_table(std::string title, const std::vector<std::pair<std::string, std::string>>& rows) {
   Table t(std::move(title));
@@ -69,6 +74,7 @@ Table key_value_table(std::string title, const std::vector<std::pair<std::string
 }
 
 void print_observation(std::string_view expected, std::string_view observed, bool as_expected) {
+  clear_progress_line();
   fmt::print("  expected: {}\n", expected);
   fmt::print("  observed: {}\n", observed);
   fmt::print("  {}\n\n",

@@ -34,12 +34,11 @@ Timing measure(attnlab::Device device, const std::function<void(int)>& fn, Timin
   fn(0);
   finish(device);
   if (ms_since(second) > 50.0)
-    plan = {std::min(plan.warmup, 2), std::min(plan.repeats, 3), std::min(plan.groups, 5)};
-  // Warm up for at least `warmup` calls and 200 ms of them: an idle GPU needs time to reach its clocks.
-  constexpr double kWarmupMs = 200.0;
+    plan = {std::min(plan.warmup, 2), std::min(plan.repeats, 3), std::min(plan.groups, 5), plan.warmup_ms};
+  // Warm up for at least `warmup` calls and warmup_ms of them: an idle GPU needs time to reach its clocks.
   int index = 1;
   const auto warm = Clock::now();
-  while (index <= plan.warmup || (ms_since(warm) < kWarmupMs && index < 1000000)) fn(index++);
+  while (index <= plan.warmup || (ms_since(warm) < plan.warmup_ms && index < 1000000)) fn(index++);
   finish(device);
 
   std::vector<double> per_call;

@@ -10,9 +10,10 @@
 namespace lab {
 
 struct TimingPlan {
-  int warmup = 10;   // at least this many calls, and at least 200 ms of them
-  int repeats = 20;  // calls per group
+  int warmup = 10;            // at least this many calls, and at least warmup_ms of them
+  int repeats = 20;           // calls per group
   int groups = 7;
+  double warmup_ms = 200.0;   // an idle GPU needs time to reach its clocks; `attnlab lab --quick` lowers it
 };
 
 struct Timing {

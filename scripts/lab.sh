@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The lab on this machine, from a fresh clone: set up what is missing, build with the `default` preset (CUDA paths
-# when nvcc is found), then run the lab: `attnlab check`, then `attnlab compare` (on the GPU when a CUDA path is
-# available here, else on the CPU).
-# Usage: scripts/lab.sh [compare flags...]     e.g. scripts/lab.sh --dtype bf16 --causal
+# when nvcc is found), then run the whole lab: `attnlab lab --report lab-report` (check, compare, causal, bench,
+# sweep seq, sweep batch, heads; on the GPU when a CUDA path is available here, else on the CPU), which writes
+# lab-report/report.html.
+# Usage: scripts/lab.sh [lab flags...]     e.g. scripts/lab.sh --quick, scripts/lab.sh --dtype f32 --graph
 #        CMAKE_BUILD_PARALLEL_LEVEL=2 scripts/lab.sh   to limit build jobs
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +18,5 @@ scripts/setup.sh
 cmake --preset default
 cmake --build --preset default
 
-attnlab=build/default/lab/attnlab
 echo
-"$attnlab" check
-"$attnlab" compare "$@"
+build/default/lab/attnlab lab --report lab-report "$@"

@@ -13,8 +13,11 @@ namespace {
 
 const char* const kDims[] = {"B", "T", "S", "N", "K", "Hqk"};
 
+// A path as timed: CUDA-graph replays (bench/sweep --graph) are their own series next to the ordinary calls.
+std::string timed_path(const Row& r) { return r.flag("graph") ? r.text("path") + " (graph replay)" : r.text("path"); }
+
 // Shown name of a path: peers are marked, so nobody mistakes a PyTorch number for one of ours.
-std::string path_label(const Row& r) { return r.peer() ? r.text("path") + " (peer)" : r.text("path"); }
+std::string path_label(const Row& r) { return r.peer() ? timed_path(r) + " (peer)" : timed_path(r); }
 
 // The workload of a row, without the path: everything that must match for two rows to be comparable.
 std::string workload(const Row& r) {
@@ -85,7 +88,7 @@ Report build_report(const std::vector<Row>& rows, const std::string& title, cons
     const std::string e = r.text("experiment");
     if (!by_experiment.count(e)) experiments.push_back(e);
     by_experiment[e].push_back(&r);
-    if (!colors.count(r.text("path"))) colors[r.text("path")] = palette_color(colors.size());
+    if (!colors.count(timed_path(r))) colors[timed_path(r)] = palette_color(colors.size());
     devices.insert(r.text("device"));
     dtypes.insert(r.text("dtype"));
     (r.peer() ? peers : ours).insert(r.text("path"));
@@ -149,8 +152,8 @@ Report build_report(const std::vector<Row>& rows, const std::string& title, cons
         auto it = std::find(names.begin(), names.end(), name);
         if (it == names.end()) {
           names.push_back(name);
-          ms.series.push_back({name, colors[r->text("path")], r->peer(), {}});
-          tf.series.push_back({name, colors[r->text("path")], r->peer(), {}});
+          ms.series.push_back({name, colors[timed_path(*r)], r->peer(), {}});
+          tf.series.push_back({name, colors[timed_path(*r)], r->peer(), {}});
           it = names.end() - 1;
         }
         std::size_t i = it - names.begin();
@@ -163,7 +166,7 @@ Report build_report(const std::vector<Row>& rows, const std::string& title, cons
     } else {
       BarChart chart{slug(e) + "-ms", e + ": time per call (ms, median, log scale)", "ms", true, {}};
       for (const Row* r : measured)
-        chart.bars.push_back({workload(*r), path_label(*r), colors[r->text("path")], r->peer(),
+        chart.bars.push_back({workload(*r), path_label(*r), colors[timed_path(*r)], r->peer(),
                               *r->number("ms_median")});
       plots.push_back({chart.id, render_svg(chart)});
     }

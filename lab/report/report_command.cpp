@@ -1,46 +1,25 @@
 // `attnlab report`: turns result rows (from any experiment, and from the peers' scripts) into report.html, one SVG
 // per plot, results.json and results.csv. It reads rows only, never runs anything, so a report can be rebuilt on
-// a laptop from rows measured on a GPU machine.
+// a laptop from rows measured on a GPU machine. The writing itself is write_report.h's, shared with --report.
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "../experiment.h"
-#include "html.h"
 #include "rows_io.h"
+#include "write_report.h"
 
 namespace lab {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct ReportOptions {
   std::vector<std::string> rows, merge;
   std::string out, title = "attnlab report";
 };
-
-void make_directory(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw std::runtime_error(fmt::format("cannot write to '{}': {}", dir.string(),
-                                         ec ? ec.message() : "not a directory"));
-}
-
-// Writes a whole file and says so: the command's output is one line per file written.
-void write_file(const fs::path& file, const std::string& text) {
-  std::ofstream out(file, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", file.string()));
-  fmt::print("wrote {}\n", file.string());
-}
 
 int run_report(const ReportOptions& o) {
   // Read everything before writing anything: a bad line must not leave a half-written report behind.
@@ -50,19 +29,11 @@ int run_report(const ReportOptions& o) {
     for (const std::string& file : *list) {
       auto more = report::read_rows(file, list == &o.merge);
       rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-      sources.push_back(fs::path(file).filename().string());
+      sources.push_back(std::filesystem::path(file).filename().string());
     }
   if (rows.empty()) throw std::runtime_error("no result rows in the input files");
-
-  const report::Report r = report::build_report(rows, o.title, sources);
-  const fs::path dir(o.out);
-  make_directory(dir);  // first, so an error names the directory the user gave
-  make_directory(dir / "plots");
-  write_file(dir / "report.html", r.html);
-  for (const report::Plot& p : r.plots)
-    write_file(dir / "plots" / (p.id + ".svg"), "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + p.svg);
-  write_file(dir / "results.json", report::rows_to_json(rows));
-  write_file(dir / "results.csv", report::rows_to_csv(rows));
+  // The command's output is one line per file written.
+  for (const std::string& file : report::write_report(o.out, rows, o.title, sources)) fmt::print("wrote {}\n", file);
   return 0;
 }
 
