@@ -20,10 +20,12 @@ if [[ "$mode" != "--bench-only" ]]; then
   shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
   echo "== GPU tests ($shards shards)"
   pids=()
-  for ((i = 0; i < shards; ++i)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$dist/bin/test_gpu" --gtest_brief=1 \
-      --gtest_output="json:$out/gpu-tests-$i.json" > "$out/gpu-tests-$i.txt" 2>&1 &
-    pids+=($!)
+  for binary in test_gpu test_gpu_flash; do
+    for ((i = 0; i < shards; ++i)); do
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$dist/bin/$binary" --gtest_brief=1 \
+        --gtest_output="json:$out/gpu-tests-$binary-$i.json" > "$out/gpu-tests-$binary-$i.txt" 2>&1 &
+      pids+=($!)
+    done
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
   cat "$out"/gpu-tests-*.txt > "$out/gpu-tests.txt"
@@ -44,12 +46,12 @@ fi
 if [[ "$mode" != "--tests-only" ]]; then
   echo "== benchmark: attnlab paths"
   for w in workloads sweep_seq; do
-    "$dist/bin/attnlab" bench --workloads "$dist/bench/$w.json" --paths cudnn,cuda-naive --jsonl "$out/attnlab-$w.jsonl" \
+    "$dist/bin/attnlab" bench --workloads "$dist/bench/$w.json" --paths ${ATTNLAB_BENCH_PATHS:-flash,cudnn,cuda-naive} --jsonl "$out/attnlab-$w.jsonl" \
       || status=1
   done
   echo "== benchmark: peers (PyTorch SDPA flash / cudnn)"
   for w in workloads sweep_seq; do
-    python3 "$dist/bench/peers.py" --workloads "$dist/bench/$w.json" --peers torch-flash,torch-cudnn \
+    python3 "$dist/bench/peers.py" --workloads "$dist/bench/$w.json" --peers ${ATTNLAB_BENCH_PEERS:-torch-flash,torch-cudnn} \
       --out "$out/peers-$w.jsonl" || true
   done
   python3 "$dist/bench/summary.py" "$out"/attnlab-*.jsonl "$out"/peers-*.jsonl | tee "$out/summary.txt"

@@ -1,4 +1,4 @@
-// The GPU paths (cuda-naive, cudnn) against the fp64 CPU reference, through the same harness as the CPU paths:
+// The GPU paths (cuda-naive, cudnn, flash) against the fp64 CPU reference, through the same harness as the CPU paths:
 // odd shapes, every mask, GQA/MQA, each dtype a path supports, backward, poisoned outputs, NaN checks; plus the
 // forced-unsupported errors, the graph cache under changing shapes, two host threads at once, and the naive
 // path's out-of-memory error. Every test skips visibly when no GPU can be used.
@@ -21,7 +21,14 @@ struct Heads {
   std::int64_t Hqk, Hv;
 };
 
-bool path_supports(const std::string& path, DType dtype) { return !(path == "cudnn" && dtype == DType::f32); }
+// The GPU paths under test and the dtypes each runs (the refusals are tested as errors below).
+const char* const kGpuPaths[] = {"cuda-naive", "cudnn", "flash"};
+bool path_supports(const std::string& path, DType dtype) {
+  return !((path == "cudnn" || path == "flash") && dtype == DType::f32);
+}
+bool path_has_backward(const std::string& path) { return path != "flash"; }
+// cudnn and flash move rows with 16-byte accesses: their layouts keep strides multiples of 8 elements.
+bool path_needs_aligned_rows(const std::string& path) { return path == "cudnn" || path == "flash"; }
 
 std::string sanitize(std::string name) {
   for (char& ch : name)
@@ -78,7 +85,7 @@ std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
 std::vector<GridParam> grid(const std::vector<DType>& dtypes, const std::vector<Shape>& shapes,
                             const std::vector<Heads>& heads) {
   std::vector<GridParam> out;
-  for (const std::string path : {"cuda-naive", "cudnn"})
+  for (const std::string path : kGpuPaths)
     for (DType dtype : dtypes)
       if (path_supports(path, dtype))
         for (const Shape& shape : shapes)
@@ -114,6 +121,7 @@ class GpuFeatures : public ::testing::TestWithParam<PathDtype> {
     if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
   }
   bool is_cudnn() const { return std::get<0>(GetParam()) == "cudnn"; }
+  bool aligned_rows() const { return path_needs_aligned_rows(std::get<0>(GetParam())); }
   Case base() const {
     Case c = gpu_case(std::get<0>(GetParam()), std::get<1>(GetParam()));
     c.B = 2, c.T = 77, c.S = 131, c.N = 4, c.K = 4, c.Hqk = 64, c.Hv = 64;
@@ -187,7 +195,7 @@ Layout aligned(std::array<int, 4> order) {
 TEST_P(GpuFeatures, StridedLayoutsAndNoLse) {
   ATTNLAB_TEST_RNG(rng);
   Case c = base();
-  const bool odd = !is_cudnn();
+  const bool odd = !aligned_rows();
   c.q_layout = odd ? permuted12() : aligned({0, 2, 1, 3});
   c.k_layout = odd ? padded() : aligned({0, 1, 2, 3});
   c.v_layout = odd ? permuted12() : aligned({0, 2, 1, 3});
@@ -198,7 +206,9 @@ TEST_P(GpuFeatures, StridedLayoutsAndNoLse) {
   check_forward(c, rng);
 }
 
-TEST_P(GpuFeatures, Backward) {
+class GpuBackward : public GpuFeatures {};
+
+TEST_P(GpuBackward, Backward) {
   ATTNLAB_TEST_RNG(rng);
   Case c = base();
   check_backward(c, rng);
@@ -222,18 +232,20 @@ TEST_P(GpuFeatures, Backward) {
   check_backward(c, rng);
 }
 
-std::vector<PathDtype> supported_pairs() {
+std::vector<PathDtype> supported_pairs(bool backward) {
   std::vector<PathDtype> out;
-  for (const std::string path : {"cuda-naive", "cudnn"})
+  for (const std::string path : kGpuPaths)
     for (DType dtype : {DType::f32, DType::f16, DType::bf16})
-      if (path_supports(path, dtype)) out.emplace_back(path, dtype);
+      if (path_supports(path, dtype) && (!backward || path_has_backward(path))) out.emplace_back(path, dtype);
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(GpuPaths, GpuFeatures, ::testing::ValuesIn(supported_pairs()),
-                         [](const ::testing::TestParamInfo<PathDtype>& info) {
-                           return sanitize(std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param)));
-                         });
+std::string pair_name(const ::testing::TestParamInfo<PathDtype>& info) {
+  return sanitize(std::get<0>(info.param) + "_" + dtype_name(std::get<1>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuPaths, GpuFeatures, ::testing::ValuesIn(supported_pairs(false)), pair_name);
+INSTANTIATE_TEST_SUITE_P(GpuPaths, GpuBackward, ::testing::ValuesIn(supported_pairs(true)), pair_name);
 
 // cuda-naive alone: the features cudnn refuses, and Hv ≠ Hqk at odd sizes.
 class GpuNaiveOnly : public ::testing::TestWithParam<DType> {
@@ -358,15 +370,23 @@ TEST(GpuErrors, NaiveWorkspaceTooLargeIsAnError) {
   check_forward(small, rng);
 }
 
-TEST(GpuAuto, PicksCudnnForHalfAndNaiveForF32) {
+// auto: flash for small half-precision forward calls (lowest per-call cost), cudnn for large ones and for
+// backward, cuda-naive for f32.
+TEST(GpuAuto, PicksByDtypeAndSize) {
   ATTNLAB_REQUIRE_GPU();
   ATTNLAB_TEST_RNG(rng);
   Case c = gpu_case("auto", DType::bf16);
   c.B = 1, c.T = 64, c.S = 64, c.N = 2, c.K = 2;
-  c.expect_path = "cudnn";
+  c.expect_path = "flash";
   check_forward(c, rng);
+  c.expect_path = "cudnn";  // flash has no backward: the backward call goes to cudnn
+  check_backward(c, rng);
   c.dtype = DType::f32;
   c.expect_path = "cuda-naive";
+  check_forward(c, rng);
+  c.dtype = DType::f16;
+  c.T = 2048, c.S = 2048, c.N = 2, c.K = 1;  // 4·N·T·S·H = 2.1 GFLOP > 2^30
+  c.expect_path = "cudnn";
   check_forward(c, rng);
 }
 

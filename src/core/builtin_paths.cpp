@@ -11,6 +11,7 @@ const core::Path& flash_path();
 namespace cuda {
 const core::Path& naive_path();
 const core::Path& cudnn_path();
+const core::Path& flash_path();
 }  // namespace cuda
 #endif
 }  // namespace attnlab
@@ -24,6 +25,7 @@ const std::vector<const Path*>& registered_paths() {
 #if ATTNLAB_WITH_CUDA
       &cuda::naive_path(),
       &cuda::cudnn_path(),
+      &cuda::flash_path(),
 #endif
   };
   return paths;

@@ -46,7 +46,7 @@ const core::Path& choose(const std::string& name, const core::Problem& problem) 
       reasons += fmt::format("\n  {}: {}", path->name(), *why);
       continue;
     }
-    if (best == nullptr || path->auto_rank() > best->auto_rank()) best = path;
+    if (best == nullptr || path->auto_rank(problem) > best->auto_rank(problem)) best = path;
   }
   if (best == nullptr)
     core::fail(ErrorCode::unsupported, "auto: no path in this build can run this {} call:{}",

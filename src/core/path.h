@@ -23,8 +23,9 @@ class Path {
   virtual std::optional<std::string> unavailable() const { return std::nullopt; }
   // Why this path cannot run this (validated) problem, or nullopt. Must not launch or allocate anything.
   virtual std::optional<std::string> why_not(const Problem& problem) const = 0;
-  // Order under "auto": among paths that can run a problem, the highest rank runs.
-  virtual int auto_rank() const = 0;
+  // Order under "auto": among paths that can run a problem, the highest rank runs. The problem is given so that a
+  // path can rank itself by size (flash leads on small calls, where it has the lowest per-call cost).
+  virtual int auto_rank(const Problem& problem) const = 0;
   // Run. Called only after why_not() returned nullopt. Writes outputs only once it cannot fail any more
   // (allocations first), so a failing call leaves outputs untouched.
   virtual void run(Context::Impl& ctx, const Problem& problem) const = 0;

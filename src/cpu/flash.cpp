@@ -63,7 +63,7 @@ class FlashPath final : public core::Path {
                          std::max(p.dims.Hqk, p.dims.Hv));
     return std::nullopt;
   }
-  int auto_rank() const override { return 20; }
+  int auto_rank(const core::Problem&) const override { return 20; }
   void run(Context::Impl& ctx, const core::Problem& p) const override {
     const Kernels& kernels = select_kernels();
     if (p.direction == core::Direction::forward)

@@ -423,7 +423,7 @@ class NaivePath final : public core::Path {
     return std::nullopt;  // any head dims, every mask, bias, sequence lengths, GQA/MQA, both directions
   }
 
-  int auto_rank() const override { return 10; }  // below cpu-flash (20): same results, far more memory
+  int auto_rank(const core::Problem&) const override { return 10; }  // below cpu-flash (20): same results, far more memory
 
   void run(Context::Impl& ctx, const core::Problem& p) const override {
     const bool fwd = p.direction == core::Direction::forward;

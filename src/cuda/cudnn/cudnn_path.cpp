@@ -398,7 +398,7 @@ class CudnnPath final : public core::Path {
       return fmt::format("cuDNN cannot build this case: {}", *failed);
     return std::nullopt;
   }
-  int auto_rank() const override { return 30; }
+  int auto_rank(const core::Problem&) const override { return 30; }
   void run(Context::Impl& ctx, const core::Problem& p) const override {
     DeviceGuard guard(p.device_index);
     Plan plan;

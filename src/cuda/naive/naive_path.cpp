@@ -13,6 +13,7 @@
 #include "core/path.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
+#include "cuda/common/seqlens.h"
 #include "cuda/common/workspace.h"
 #include "cuda/naive/gemm.h"
 #include "cuda/naive/row_kernels.h"
@@ -96,31 +97,10 @@ ScoreParams score_params(const core::Problem& p) {
   return s;
 }
 
-// Per-batch sequence lengths on the device: used in place when they are device tensors, copied when on the host.
 void place_seqlens(const core::Problem& p, ScoreParams& s, std::int32_t* device_copy, cudaStream_t stream) {
-  const TensorView* views[2] = {&p.q_seqlens, &p.kv_seqlens};
-  const std::int32_t** targets[2] = {&s.q_seqlens, &s.kv_seqlens};
-  for (int k = 0; k < 2; ++k) {
-    const TensorView& t = *views[k];
-    if (t.empty()) continue;
-    if (t.device == Device::cuda && t.strides[0] == 1) {
-      *targets[k] = static_cast<const std::int32_t*>(t.data);
-      continue;
-    }
-    std::int32_t* dst = device_copy + k * p.dims.B;
-    if (t.device == Device::cuda) {
-      check_cuda(cudaMemcpy2DAsync(dst, sizeof(std::int32_t), t.data, t.strides[0] * sizeof(std::int32_t),
-                                   sizeof(std::int32_t), p.dims.B, cudaMemcpyDeviceToDevice, stream),
-                 "cuda-naive: copy seqlens");
-    } else {
-      std::vector<std::int32_t> host(p.dims.B);
-      for (std::int64_t b = 0; b < p.dims.B; ++b) host[b] = static_cast<const std::int32_t*>(t.data)[b * t.strides[0]];
-      // Synchronous copy: the host vector dies at the end of this scope.
-      check_cuda(cudaMemcpy(dst, host.data(), host.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice),
-                 "cuda-naive: copy seqlens");
-    }
-    *targets[k] = dst;
-  }
+  const DeviceSeqlens lengths = cuda::place_seqlens(p, device_copy, stream, kName);
+  s.q_seqlens = lengths.q;
+  s.kv_seqlens = lengths.kv;
 }
 
 // The sequence-stride of a (B, L, H, D) view as a GEMM leading dimension (any value ≥ D is fine for L == 1).
@@ -288,7 +268,7 @@ class NaivePath final : public core::Path {
     }
     return std::nullopt;
   }
-  int auto_rank() const override { return 5; }
+  int auto_rank(const core::Problem&) const override { return 5; }
   void run(Context::Impl& ctx, const core::Problem& p) const override {
     DeviceGuard guard(p.device_index);
     auto& st = ctx.state_for<State>(kName);

@@ -1,0 +1,151 @@
+// The flash forward kernel: one thread block per (query block, head, batch). It walks the key tiles its rows can
+// see, never materializing the score matrix:
+//
+//   load Q and the first kStages − 1 K/V tiles (cp.async)
+//   for each visible key tile j:
+//     wait for tile j; start loading tile j + kStages − 1 into the slot tile j − 1 just left
+//     S = Q·Kᵀ                        (mainloop.cuh, tensor cores)
+//     mask / modify S where needed    (mask.cuh; tiles inside every row's band skip this)
+//     P = online softmax of S         (softmax.cuh, registers)
+//     O += P·V                        (mainloop.cuh)
+//   O /= l, LSE, store                (epilogue.cuh)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/flash/epilogue.cuh"
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash/mainloop.cuh"
+#include "cuda/flash/mask.cuh"
+#include "cuda/flash/ptx.cuh"
+#include "cuda/flash/scheduler.cuh"
+#include "cuda/flash/smem_tile.cuh"
+#include "cuda/flash/softmax.cuh"
+
+namespace attnlab::cuda::flash {
+
+// kModifiers: softcap, bias or boolean mask present (every tile then takes the per-element path).
+template <class Traits, bool kModifiers>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_forward_kernel(const __grid_constant__ FlashParams p) {
+  using Element = typename Traits::Element;
+  using Mma = WarpMma<Traits>;
+  constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kStages = Traits::kStages;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+  const BlockCoord at = block_coord(p);
+  const int m0 = at.m_block * kBlockM;
+  const int q_len = sequence_length(p.q_seqlens, at.batch, p.T);
+  const int kv_len = sequence_length(p.kv_seqlens, at.batch, p.S);
+
+  const auto* q = static_cast<const Element*>(p.q) + at.batch * p.q_stride_b + at.head * p.q_stride_n +
+                  std::int64_t(m0) * p.q_stride_t;
+  const int kv_head = at.head / p.group;
+  const auto* k = static_cast<const Element*>(p.k) + at.batch * p.k_stride_b + kv_head * p.k_stride_n;
+  const auto* v = static_cast<const Element*>(p.v) + at.batch * p.v_stride_b + kv_head * p.v_stride_n;
+  OutputRows<Element> out{static_cast<Element*>(p.o) + at.batch * p.o_stride_b + at.head * p.o_stride_n,
+                          p.o_stride_t, nullptr, p.lse_stride_t};
+  if (p.lse != nullptr) out.lse = p.lse + at.batch * p.lse_stride_b + at.head * p.lse_stride_n;
+
+  const int valid_rows = min(kBlockM, q_len - m0);
+  const BlockKeys keys = valid_rows > 0 ? block_keys(p.mask, m0, m0 + valid_rows - 1, q_len, kv_len) : BlockKeys{};
+  if (valid_rows <= 0 || keys.empty()) {
+    Epilogue<Traits>::store_empty(out, m0, p.T, thread);
+    return;
+  }
+  const int tile_begin = keys.begin / kBlockN;
+  const int tile_end = (keys.end + kBlockN - 1) / kBlockN;
+
+  // Shared memory: Q | stage 0 (K, V) | stage 1 (K, V) | ...
+  const std::uint32_t q_tile = ptx::smem_address(smem);
+  auto k_tile = [&](int stage) { return q_tile + Traits::kQBytes + stage * Traits::kStageBytes; };
+  auto v_tile = [&](int stage) { return k_tile(stage) + Traits::kKBytes; };
+  // Tile j's keys past kv_len read as zeros (a padded sequence's tail may hold anything, even NaN).
+  auto load_tile = [&](int j, int stage) {
+    if (j < tile_end) {
+      const int key0 = j * kBlockN;
+      Mma::KTile::template load_async<Traits::kThreads>(k_tile(stage), k + std::int64_t(key0) * p.k_stride_s,
+                                                       p.k_stride_s, kv_len - key0, thread);
+      Mma::VTile::template load_async<Traits::kThreads>(v_tile(stage), v + std::int64_t(key0) * p.v_stride_s,
+                                                       p.v_stride_s, kv_len - key0, thread);
+    }
+    ptx::cp_async_commit();  // an empty group past the end keeps the wait counts uniform
+  };
+
+  Mma::QTile::template load_async<Traits::kThreads>(q_tile, q, p.q_stride_t, p.T - m0, thread);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) load_tile(tile_begin + s, s);
+
+  const int warp_row0 = warp * Traits::kRowsPerWarp;
+  const ScoreRule<kModifiers> rule{p.scale * 1.4426950408889634f, p.scale, p.softcap};
+  const std::int64_t mod_base = at.batch * p.mod_stride_b + at.head * p.mod_stride_n;
+
+  OnlineSoftmax<Traits::kMFrags, Traits::kNFrags, Traits::kOFrags> softmax;
+  softmax.init();
+  float o[Traits::kMFrags][Traits::kOFrags][4];
+#pragma unroll
+  for (int mf = 0; mf < Traits::kMFrags; ++mf)
+#pragma unroll
+    for (int of = 0; of < Traits::kOFrags; ++of)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mf][of][e] = 0.0f;
+
+  // Q's fragments: kept in registers (loaded once) or re-read from shared memory each step.
+  std::uint32_t q_regs[Traits::kQInRegisters ? Traits::kQKSteps : 1][Traits::kMFrags][4];
+  auto q_from_registers = [&](int ks, typename Mma::QStep& a) {
+#pragma unroll
+    for (int mf = 0; mf < Traits::kMFrags; ++mf)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[mf][e] = q_regs[ks][mf][e];
+  };
+  auto q_from_smem = [&](int ks, typename Mma::QStep& a) { Mma::load_q_step(a, q_tile, warp_row0, ks, lane); };
+
+  for (int j = tile_begin, step = 0; j < tile_end; ++j, ++step) {
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile j is in shared memory for everyone, and tile j − 1's slot is free
+    load_tile(j + kStages - 1, (step + kStages - 1) % kStages);
+    const int stage = step % kStages;
+
+    float s[Traits::kMFrags][Traits::kNFrags][4];
+    if constexpr (Traits::kQInRegisters) {
+      if (step == 0) {
+#pragma unroll
+        for (int ks = 0; ks < Traits::kQKSteps; ++ks) Mma::load_q_step(q_regs[ks], q_tile, warp_row0, ks, lane);
+      }
+      Mma::scores(s, q_from_registers, k_tile(stage), lane);
+    } else {
+      Mma::scores(s, q_from_smem, k_tile(stage), lane);
+    }
+
+    const int key0 = j * kBlockN;
+    const bool inside_band = key0 >= keys.full_begin && key0 + kBlockN <= keys.full_end;
+    float to_log2 = rule.scale_log2;
+    if (kModifiers || !inside_band) {
+#pragma unroll
+      for (int mf = 0; mf < Traits::kMFrags; ++mf)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = m0 + warp_row0 + mf * 16 + (lane >> 2) + 8 * h;
+          // Recomputed per masked tile rather than kept in registers: the accumulators need every register.
+          const core::KeyRange band = core::visible_keys(p.mask, row, q_len, kv_len);
+#pragma unroll
+          for (int nf = 0; nf < Traits::kNFrags; ++nf)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int col = key0 + nf * 8 + 2 * (lane & 3) + e;
+              const bool visible = col >= band.begin && col < band.end;
+              s[mf][nf][2 * h + e] = rule.apply(p, mod_base, s[mf][nf][2 * h + e], row, col, visible);
+            }
+        }
+      to_log2 = 1.0f;
+    }
+    softmax.step(s, o, to_log2);
+    Mma::accumulate(o, s, v_tile(stage), lane);
+  }
+
+  Epilogue<Traits>::store(o, softmax, smem, out, m0, p.T, q_len, warp, lane);
+}
+
+}  // namespace attnlab::cuda::flash

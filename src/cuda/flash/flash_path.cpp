@@ -1,0 +1,169 @@
+// flash: attnlab's own fused forward kernel for sm_80 and newer (FlashAttention-2 class: Q block per thread
+// block, K/V tiles streamed through shared memory with cp.async, mma.sync tensor cores, online softmax in
+// registers). This file is the path: its support rules and the host side of a call. The kernel is in
+// flash_kernel.cuh and the files it includes.
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/context_impl.h"
+#include "core/error.h"
+#include "core/path.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device.h"
+#include "cuda/common/seqlens.h"
+#include "cuda/common/workspace.h"
+#include "cuda/flash/launch.h"
+
+namespace attnlab::cuda {
+namespace flash {
+namespace {
+
+constexpr const char* kName = "flash";
+constexpr const char* kHeadDims = "32, 64, 96, 128, 192, 256 and 192/128";
+
+struct State : PathState {
+  Workspace workspace;  // per-batch lengths copied to the device
+};
+
+// What a launch may use: the device's shared memory, lowered by ATTNLAB_FLASH_SMEM_LIMIT (bytes) so that the
+// configurations meant for smaller GPUs (≤ 99 KB on sm_86/sm_89) run and are tested on large ones; and
+// ATTNLAB_FLASH_CONFIG (an index into tile_configs.h's list) to time one configuration against another.
+struct Tuning {
+  std::size_t smem_limit;
+  int pick = -1;
+};
+
+long long env_integer(const char* name, long long fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  return *end == '\0' && v >= 0 ? v : fallback;
+}
+
+Tuning tuning(int device) {
+  Tuning t{device_properties(device).shared_memory_per_block_optin};
+  const long long limit = env_integer("ATTNLAB_FLASH_SMEM_LIMIT", -1);
+  if (limit >= 0 && std::size_t(limit) < t.smem_limit) t.smem_limit = std::size_t(limit);
+  t.pick = int(env_integer("ATTNLAB_FLASH_CONFIG", -1));
+  return t;
+}
+
+// The kernel moves rows with 16-byte cp.async loads and 16-byte stores.
+std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return fmt::format("{}.data must be 16-byte aligned", name);
+  for (int d = 0; d < 3; ++d)
+    if (t.shape[d] > 1 && t.strides[d] % 8 != 0)
+      return fmt::format("{}.strides[{}] = {} must be a multiple of 8 elements (16 bytes)", name, d, t.strides[d]);
+  return std::nullopt;
+}
+
+FlashParams make_params(const core::Problem& p, const DeviceSeqlens& lengths) {
+  FlashParams f{};
+  f.q = p.q.data, f.k = p.k.data, f.v = p.v.data, f.o = p.o.data;
+  f.q_stride_b = p.q.strides[0], f.q_stride_t = p.q.strides[1], f.q_stride_n = p.q.strides[2];
+  f.k_stride_b = p.k.strides[0], f.k_stride_s = p.k.strides[1], f.k_stride_n = p.k.strides[2];
+  f.v_stride_b = p.v.strides[0], f.v_stride_s = p.v.strides[1], f.v_stride_n = p.v.strides[2];
+  f.o_stride_b = p.o.strides[0], f.o_stride_t = p.o.strides[1], f.o_stride_n = p.o.strides[2];
+  if (p.has_lse()) {
+    f.lse = static_cast<float*>(p.lse.data);
+    f.lse_stride_b = p.lse.strides[0], f.lse_stride_n = p.lse.strides[1], f.lse_stride_t = p.lse.strides[2];
+  }
+  const auto& d = p.dims;
+  f.B = int(d.B), f.T = int(d.T), f.S = int(d.S), f.N = int(d.N), f.group = int(d.group());
+  f.scale = p.scale;
+  f.softcap = p.softcap;
+  f.mask = p.mask;
+  f.q_seqlens = lengths.q;
+  f.kv_seqlens = lengths.kv;
+  const TensorView* mod = !p.bias.empty() ? &p.bias : (!p.bool_mask.empty() ? &p.bool_mask : nullptr);
+  if (mod != nullptr) {
+    if (mod == &p.bias) {
+      f.bias = p.bias.data;
+      f.bias_dtype = p.bias.dtype;
+    } else {
+      f.bool_mask = static_cast<const std::uint8_t*>(p.bool_mask.data);
+    }
+    f.mod_stride_b = mod->shape[0] == 1 ? 0 : mod->strides[0];
+    f.mod_stride_n = mod->shape[1] == 1 ? 0 : mod->strides[1];
+    f.mod_stride_t = mod->strides[2];
+  }
+  return f;
+}
+
+class FlashPath final : public core::Path {
+ public:
+  std::string_view name() const override { return kName; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return fmt::format("attnlab's fused kernel (mma.sync, cp.async, online softmax); bf16/f16 forward, head dims "
+                       "{}, causal/window/lengths/softcap/bias, GQA/MQA; cc ≥ 8.0",
+                       kHeadDims);
+  }
+  std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
+
+  std::optional<std::string> why_not(const core::Problem& p) const override {
+    if (p.direction == core::Direction::backward)
+      return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
+    if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+      return fmt::format("{} inputs unsupported; use bf16/f16 or path=cuda-naive", to_string(p.dtype));
+    const auto& d = p.dims;
+    if (!has_instance(int(d.Hqk), int(d.Hv)))
+      return fmt::format("head dims {}/{} unsupported; it has {}", d.Hqk, d.Hv, kHeadDims);
+    const DeviceProperties& dev = device_properties(p.device_index);
+    if (dev.cc_major < 8)
+      return fmt::format("needs compute capability ≥ 8.0 (this GPU is {}.{})", dev.cc_major, dev.cc_minor);
+    if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
+    if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
+    const std::pair<const char*, const TensorView*> views[] = {{"q", &p.q}, {"k", &p.k}, {"v", &p.v}, {"o", &p.o}};
+    for (auto [name, t] : views)
+      if (auto why = layout_rule(name, *t)) return why;
+    const Tuning limits = tuning(p.device_index);
+    if (!launch_forward(p.dtype, int(d.Hqk), int(d.Hv), make_params(p, DeviceSeqlens{}), limits.smem_limit,
+                        limits.pick, nullptr, false)
+             .fits)
+      return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem_limit,
+                         limits.pick >= 0 ? fmt::format(" as configuration {}", limits.pick) : "");
+    return std::nullopt;
+  }
+
+  // Above cudnn (30) on small forward calls, where the call's fixed cost decides (measured at the codelab's
+  // default shape: flash ≈ 6 µs, cudnn ≈ 8.5 µs per call); below it on large ones, where cuDNN's Hopper kernels
+  // run at about twice this sm_80-class kernel's throughput. Small = at most 2^30 FLOPs (≈ 3.5 µs of this kernel).
+  int auto_rank(const core::Problem& p) const override {
+    const auto& d = p.dims;
+    const double flops = 4.0 * double(d.B) * double(d.N) * double(d.T) * double(d.S) * double(d.Hqk);
+    return flops <= double(1 << 30) ? 35 : 25;
+  }
+
+  void run(Context::Impl& ctx, const core::Problem& p) const override {
+    DeviceGuard guard(p.device_index);
+    auto stream = static_cast<cudaStream_t>(ctx.stream);
+    DeviceSeqlens lengths;
+    if (p.has_seqlens()) {
+      auto& st = ctx.state_for<State>(kName);
+      void* scratch = st.workspace.reserve(2 * std::size_t(p.dims.B) * sizeof(std::int32_t), p.device_index, stream,
+                                           kName);
+      lengths = place_seqlens(p, static_cast<std::int32_t*>(scratch), stream, kName);
+      ctx.last_workspace_bytes = st.workspace.capacity();
+    } else {
+      ctx.last_workspace_bytes = 0;
+    }
+    const Tuning limits = tuning(p.device_index);
+    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), make_params(p, lengths), limits.smem_limit, limits.pick,
+                   stream, true);
+  }
+};
+
+}  // namespace
+}  // namespace flash
+
+const core::Path& flash_path() {
+  static const flash::FlashPath path;
+  return path;
+}
+
+}  // namespace attnlab::cuda

@@ -1,0 +1,48 @@
+// The compile-time shape of one flash kernel: head dims, tile sizes, warps, pipeline depth, and what follows from
+// them (fragments per warp, shared-memory layout and size). Which traits run on which GPU is tile_configs.h's job.
+#pragma once
+
+#include <cstdint>
+
+namespace attnlab::cuda::flash {
+
+template <class Element_, int kHeadQK_, int kHeadV_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_,
+          bool kQInRegisters_, int kBlocksPerSm_ = 1>
+struct KernelTraits {
+  using Element = Element_;                  // __half or __nv_bfloat16
+  static constexpr int kHeadQK = kHeadQK_;   // head dim of Q and K
+  static constexpr int kHeadV = kHeadV_;     // head dim of V and O
+  static constexpr int kBlockM = kBlockM_;   // query rows per block
+  static constexpr int kBlockN = kBlockN_;   // keys per main-loop step
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kStages = kStages_;   // K/V tiles in flight (cp.async ring)
+  // Q's fragments live in registers for the whole main loop when they fit next to the accumulators; otherwise
+  // they are re-read from shared memory (ldmatrix) at every step, as FlashAttention-2 does for large head dims.
+  static constexpr bool kQInRegisters = kQInRegisters_;
+  // Thread blocks per SM the register allocation must allow (__launch_bounds__): 2 caps registers at
+  // 65536 / (2 · kThreads) per thread so that two blocks' barriers and loads overlap.
+  static constexpr int kBlocksPerSm = kBlocksPerSm_;
+
+  // Each warp owns kRowsPerWarp query rows (kMFrags m16 fragments) and all kBlockN keys of a step.
+  static constexpr int kRowsPerWarp = kBlockM / kWarps;
+  static constexpr int kMFrags = kRowsPerWarp / 16;
+  static constexpr int kNFrags = kBlockN / 8;    // n8 fragments of the score tile S
+  static constexpr int kOFrags = kHeadV / 8;     // n8 fragments of the output O
+  static constexpr int kQKSteps = kHeadQK / 16;  // k16 steps of Q·Kᵀ
+  static constexpr int kPVSteps = kBlockN / 16;  // k16 steps of P·V
+
+  static_assert(kRowsPerWarp % 16 == 0 && kMFrags >= 1, "warps own whole m16 fragments");
+  static_assert(kBlockN % 16 == 0 && kHeadQK % 32 == 0 && kHeadV % 32 == 0, "whole k16 steps, n16 pairs");
+  static_assert(kStages >= 2, "at least double buffering");
+
+  // Shared memory: Q, then kStages × (K tile, V tile). The output tile is staged in Q's place at the end.
+  static constexpr int kQBytes = kBlockM * kHeadQK * 2;
+  static constexpr int kKBytes = kBlockN * kHeadQK * 2;
+  static constexpr int kVBytes = kBlockN * kHeadV * 2;
+  static constexpr int kStageBytes = kKBytes + kVBytes;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+  static_assert(kHeadV <= kHeadQK, "the output tile is staged in Q's shared memory");
+};
+
+}  // namespace attnlab::cuda::flash

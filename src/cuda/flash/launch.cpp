@@ -1,0 +1,42 @@
+// Run-time dispatch onto the compiled (dtype, head dims) instantiations. The list of head-dim pairs lives in one
+// place, src/CMakeLists.txt, which generates both the instance files and flash_instances.inc.
+#include "cuda/flash/launch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace attnlab::cuda::flash {
+
+std::string describe(const LaunchChoice& c) {
+  if (!c.fits) return "no configuration fits";
+  return fmt::format("{}x{}, {} warps, {} stages{}{}, {} KB", c.block_m, c.block_n, c.warps, c.stages,
+                     c.q_in_registers ? ", Q in registers" : "",
+                     c.blocks_per_sm > 1 ? fmt::format(", {} blocks/SM", c.blocks_per_sm) : "", c.smem_bytes / 1024);
+}
+
+bool has_instance(int head_qk, int head_v) {
+#define ATTNLAB_FLASH_HEAD_DIMS(HQK, HV) \
+  if (head_qk == HQK && head_v == HV) return true;
+#include "cuda/flash/flash_instances.inc"
+#undef ATTNLAB_FLASH_HEAD_DIMS
+  return false;
+}
+
+LaunchChoice launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, std::size_t smem_limit,
+                            int pick, cudaStream_t stream, bool launch) {
+#define ATTNLAB_FLASH_HEAD_DIMS(HQK, HV)                                                          \
+  if (head_qk == HQK && head_v == HV) {                                                           \
+    if (dtype == DType::bf16)                                                                     \
+      return launch_forward<__nv_bfloat16, HQK, HV>(params, smem_limit, pick, stream, launch);         \
+    if (dtype == DType::f16) return launch_forward<__half, HQK, HV>(params, smem_limit, pick, stream, launch); \
+  }
+#include "cuda/flash/flash_instances.inc"
+#undef ATTNLAB_FLASH_HEAD_DIMS
+  core::fail(ErrorCode::internal, "flash: no kernel for {} with head dims {}/{}", to_string(dtype), head_qk, head_v);
+}
+
+}  // namespace attnlab::cuda::flash

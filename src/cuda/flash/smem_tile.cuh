@@ -1,0 +1,64 @@
+// A tile of 16-bit elements in shared memory, rows × cols, stored row-major with the 16-byte chunks of each row
+// XOR-swizzled so that both the cp.async writes and the ldmatrix reads (8 rows × 16 bytes per phase) hit 8
+// different bank groups: chunk c of row r lives at chunk c ^ (r mod 8) when rows hold a multiple of 8 chunks, and
+// at c ^ ((r / 2) mod 4) otherwise (4 chunks at head dim 32, 12 at 96): the XOR then stays inside groups of 4
+// chunks, and rows r and r + 1 start 4 bank groups apart, so 8 consecutive rows still cover all 8.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/flash/ptx.cuh"
+
+namespace attnlab::cuda::flash {
+
+template <int kRows, int kCols>
+struct SmemTile {
+  static_assert(kCols % 32 == 0, "rows of at least 64 bytes, a whole number of 64-byte halves");
+  static constexpr int kChunks = kCols / 8;  // 16-byte chunks per row
+  static constexpr int kBytes = kRows * kCols * 2;
+
+  // Byte offset of chunk `chunk` of row `row`.
+  __device__ __forceinline__ static std::uint32_t offset(int row, int chunk) {
+    const int swizzle = kChunks % 8 == 0 ? (row & 7) : ((row >> 1) & 3);
+    return std::uint32_t(row * (kCols * 2) + ((chunk ^ swizzle) << 4));
+  }
+  // Byte offset of element `col` of row `row` (col even: the pair col, col + 1 shares the 4 bytes).
+  __device__ __forceinline__ static std::uint32_t element_offset(int row, int col) {
+    return offset(row, col >> 3) + ((col & 7) << 1);
+  }
+
+  // Copies rows [0, kRows) from `src` (row r at src + r·stride elements) with cp.async; rows ≥ valid_rows become
+  // zeros. All kThreads threads of the block call this. Thread t always copies chunk t % kChunks of rows
+  // t / kChunks + i·kRowStep, so one base pointer and one 32-bit step serve every copy (64-bit addresses per copy
+  // would cost the main loop registers it needs for accumulators); the flash path keeps kRows·stride < 2^31.
+  template <int kThreads, class Element>
+  __device__ __forceinline__ static void load_async(std::uint32_t tile, const Element* src, std::int64_t stride,
+                                                    int valid_rows, int thread) {
+    if constexpr (kThreads % kChunks != 0) {  // rows of 12 chunks (head dim 96): the plain loop
+      for (int id = thread; id < kRows * kChunks; id += kThreads) {
+        const int row = id / kChunks, chunk = id % kChunks;
+        const bool valid = row < valid_rows;
+        ptx::cp_async_16(tile + offset(row, chunk), valid ? src + row * stride + chunk * 8 : src, valid);
+      }
+      return;
+    }
+    static_assert((kRows * kChunks) % kThreads == 0 || kThreads % kChunks != 0, "a whole number of rows per pass");
+    constexpr int kRowStep = kThreads / kChunks;
+    const int row0 = thread / kChunks;
+    const int chunk = thread % kChunks;
+    const Element* base = src + row0 * stride + chunk * 8;
+    const int step = kRowStep * int(stride);
+    const std::uint32_t dst = tile + offset(row0, chunk);
+#pragma unroll
+    for (int i = 0; i < kRows / kRowStep; ++i) {
+      const bool valid = row0 + i * kRowStep < valid_rows;
+      // An invalid row still needs a readable address; the copy reads 0 bytes from it.
+      // The swizzle repeats every 8 rows: with a step of 8 rows the destination is one base plus a constant.
+      const std::uint32_t to = kRowStep % 8 == 0 ? dst + i * kRowStep * (kCols * 2)
+                                                 : tile + offset(row0 + i * kRowStep, chunk);
+      ptx::cp_async_16(to, valid ? base + i * step : src, valid);
+    }
+  }
+};
+
+}  // namespace attnlab::cuda::flash

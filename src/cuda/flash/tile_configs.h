@@ -1,0 +1,66 @@
+// Tile shapes per head-dim pair, best first; a launch takes the first whose shared memory fits the device
+// (227 KB per block on sm_90, 163 KB on sm_80, 99 KB on sm_86/sm_89). Every pair ends with a configuration of at
+// most 99 KB, so every sm_80+ GPU has one; tests force those on large GPUs too (ATTNLAB_FLASH_SMEM_LIMIT).
+//
+// Why these shapes (measured on the H200, docs/perf-notes.md "flash"): registers per thread ≈ O + S (+ Q)
+// fragments plus addressing must stay ≤ 255 without spills (-Xptxas -v, scripts/sass-check.sh). 4 warps × 32 rows
+// share each K/V fragment between two m16 fragments (half the shared-memory traffic per MMA): the fastest at head
+// dim 64. From 96 up only 8 warps × 16 rows fit the O accumulator; at 128 a 128-key tile (fewer barriers and
+// softmax rounds per MMA) beat 64 keys, 3 stages, and 64-row blocks at 2 per SM.
+#pragma once
+
+#include "cuda/flash/kernel_traits.h"
+
+namespace attnlab::cuda::flash {
+
+template <class... Ts>
+struct TypeList {};
+
+// List: calls without score modifiers. ModifierList: calls with softcap, bias or a boolean mask, whose per-element
+// loads and tanh need registers; where the plain list's best configuration would spill with them, the modifier
+// list starts lower.
+//                                   Element Hqk  Hv   BM   BN  warps stages Q in regs [blocks/SM]
+template <class E, int kHeadQK, int kHeadV>
+struct TileConfigs;
+template <class E>
+struct TileConfigs<E, 32, 32> {
+  using List = TypeList<KernelTraits<E, 32, 32, 128, 64, 4, 2, true>>;      // 40 KB
+  using ModifierList = List;
+};
+template <class E>
+struct TileConfigs<E, 64, 64> {
+  using List = TypeList<KernelTraits<E, 64, 64, 128, 64, 4, 2, false>>;     // 48 KB, 32 rows per warp
+  using ModifierList = List;
+};
+template <class E>
+struct TileConfigs<E, 96, 96> {
+  using List = TypeList<KernelTraits<E, 96, 96, 128, 64, 8, 2, true>>;      // 72 KB
+  using ModifierList = List;
+};
+template <class E>
+struct TileConfigs<E, 128, 128> {
+  using List = TypeList<KernelTraits<E, 128, 128, 128, 128, 8, 2, true>,    // 160 KB
+                        KernelTraits<E, 128, 128, 128, 64, 8, 2, true>>;    // 96 KB
+  using ModifierList = TypeList<KernelTraits<E, 128, 128, 128, 64, 8, 2, true>>;
+};
+template <class E>
+struct TileConfigs<E, 192, 192> {
+  using List = TypeList<KernelTraits<E, 192, 192, 128, 64, 8, 2, true>,     // 144 KB
+                        KernelTraits<E, 192, 192, 64, 32, 4, 2, true>>;     // 72 KB
+  using ModifierList = List;
+};
+template <class E>
+struct TileConfigs<E, 192, 128> {
+  using List = TypeList<KernelTraits<E, 192, 128, 128, 64, 8, 2, true>,     // 128 KB
+                        KernelTraits<E, 192, 128, 64, 32, 4, 2, true>>;     // 64 KB
+  using ModifierList = List;
+};
+template <class E>
+struct TileConfigs<E, 256, 256> {
+  using List = TypeList<KernelTraits<E, 256, 256, 128, 64, 8, 2, false>,    // 192 KB
+                        KernelTraits<E, 256, 256, 128, 32, 8, 2, false>,    // 128 KB
+                        KernelTraits<E, 256, 256, 64, 16, 4, 2, false>>;    // 64 KB
+  using ModifierList = List;
+};
+
+}  // namespace attnlab::cuda::flash
