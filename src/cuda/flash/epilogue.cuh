@@ -25,7 +25,7 @@ struct OutputRows {
 template <class Traits>
 struct Epilogue {
   using Element = typename Traits::Element;
-  using OTile = SmemTile<Traits::kBlockM, Traits::kHeadV>;
+  using OTile = SmemTile<Traits::kBlockM, Traits::kHeadV, Traits::kElementBytes>;
   static constexpr int kChunks = OTile::kChunks;
 
   template <class Softmax, class OutFrags>
@@ -50,9 +50,13 @@ struct Epilogue {
         const bool seen = row < q_len && l > 0.0f;
         const float inv = seen ? __frcp_rn(l) : 0.0f;
 #pragma unroll
-        for (int of = 0; of < Traits::kOFrags; ++of)
-          *reinterpret_cast<std::uint32_t*>(smem + OTile::element_offset(local, of * 8 + 2 * t)) =
-              ptx::pack2<Element>(o[mf][of][2 * h] * inv, o[mf][of][2 * h + 1] * inv);
+        for (int of = 0; of < Traits::kOFrags; ++of) {
+          unsigned char* at = smem + OTile::element_offset(local, of * 8 + 2 * t);
+          if constexpr (Traits::kF32)
+            *reinterpret_cast<float2*>(at) = make_float2(o[mf][of][2 * h] * inv, o[mf][of][2 * h + 1] * inv);
+          else
+            *reinterpret_cast<std::uint32_t*>(at) = ptx::pack2<Element>(o[mf][of][2 * h] * inv, o[mf][of][2 * h + 1] * inv);
+        }
         if (out.lse != nullptr && t == 0 && row < T)
           out.lse[row * out.lse_stride] =
               seen ? (softmax.row_max[mf][h] + __log2f(l)) * 0.6931471805599453f : -INFINITY;
@@ -65,7 +69,7 @@ struct Epilogue {
       const int chunk = id % kChunks;
       const int row = m0 + local;
       if (row < T)
-        *reinterpret_cast<uint4*>(out.o + row * out.o_stride + chunk * 8) =
+        *reinterpret_cast<uint4*>(out.o + row * out.o_stride + chunk * OTile::kChunkElements) =
             *reinterpret_cast<const uint4*>(smem + OTile::offset(local, chunk));
     }
   }
@@ -74,7 +78,7 @@ struct Epilogue {
   __device__ __forceinline__ static void store_empty(const OutputRows<Element>& out, int m0, int T, int thread) {
     const int rows = T - m0 < Traits::kBlockM ? T - m0 : Traits::kBlockM;
     for (int id = thread; id < rows * kChunks; id += Traits::kThreads)
-      *reinterpret_cast<uint4*>(out.o + (m0 + id / kChunks) * out.o_stride + (id % kChunks) * 8) =
+      *reinterpret_cast<uint4*>(out.o + (m0 + id / kChunks) * out.o_stride + (id % kChunks) * OTile::kChunkElements) =
           make_uint4(0, 0, 0, 0);
     if (out.lse != nullptr)
       for (int r = thread; r < rows; r += Traits::kThreads) out.lse[(m0 + r) * out.lse_stride] = -INFINITY;

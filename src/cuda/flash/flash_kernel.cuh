@@ -58,10 +58,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
   const int tile_begin = keys.begin / kBlockN;
   const int tile_end = (keys.end + kBlockN - 1) / kBlockN;
 
-  // Shared memory: Q | stage 0 (K, V) | stage 1 (K, V) | ...
+  // Shared memory: Q | stage 0 (K, V) | stage 1 (K, V) | ... | P rows (f32)
   const std::uint32_t q_tile = ptx::smem_address(smem);
   auto k_tile = [&](int stage) { return q_tile + Traits::kQBytes + stage * Traits::kStageBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Traits::kKBytes; };
+  const std::uint32_t p_tile = q_tile + Traits::kQBytes + kStages * Traits::kStageBytes;  // f32 only
   // Tile j's keys past kv_len read as zeros (a padded sequence's tail may hold anything, even NaN).
   auto load_tile = [&](int j, int stage) {
     if (j < tile_end) {
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
       to_log2 = 1.0f;
     }
     softmax.step(s, o, to_log2);
-    Mma::accumulate(o, s, v_tile(stage), lane);
+    Mma::accumulate(o, s, v_tile(stage), p_tile, warp_row0, lane);
   }
 
   Epilogue<Traits>::store(o, softmax, smem, out, m0, p.T, q_len, warp, lane);

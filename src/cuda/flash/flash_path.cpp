@@ -55,9 +55,11 @@ Tuning tuning(int device) {
 // The kernel moves rows with 16-byte cp.async loads and 16-byte stores.
 std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return fmt::format("{}.data must be 16-byte aligned", name);
+  const std::int64_t per_16_bytes = 16 / std::int64_t(size_of(t.dtype));
   for (int d = 0; d < 3; ++d)
-    if (t.shape[d] > 1 && t.strides[d] % 8 != 0)
-      return fmt::format("{}.strides[{}] = {} must be a multiple of 8 elements (16 bytes)", name, d, t.strides[d]);
+    if (t.shape[d] > 1 && t.strides[d] % per_16_bytes != 0)
+      return fmt::format("{}.strides[{}] = {} must be a multiple of {} elements (16 bytes)", name, d, t.strides[d],
+                         per_16_bytes);
   return std::nullopt;
 }
 
@@ -99,7 +101,8 @@ class FlashPath final : public core::Path {
   std::string_view name() const override { return kName; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
-    return fmt::format("attnlab's fused kernel (mma.sync, cp.async, online softmax); bf16/f16 forward, head dims "
+    return fmt::format("attnlab's fused kernel (mma.sync, cp.async, online softmax); bf16/f16 (and f32 as "
+                       "3xTF32 up to head dim 192) forward, head dims "
                        "{}, causal/window/lengths/softcap/bias, GQA/MQA; cc ≥ 8.0",
                        kHeadDims);
   }
@@ -108,11 +111,15 @@ class FlashPath final : public core::Path {
   std::optional<std::string> why_not(const core::Problem& p) const override {
     if (p.direction == core::Direction::backward)
       return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
-    if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-      return fmt::format("{} inputs unsupported; use bf16/f16 or path=cuda-naive", to_string(p.dtype));
+    if (p.dtype != DType::f16 && p.dtype != DType::bf16 && p.dtype != DType::f32)
+      return fmt::format("{} inputs unsupported; use f32, f16 or bf16", to_string(p.dtype));
     const auto& d = p.dims;
-    if (!has_instance(int(d.Hqk), int(d.Hv)))
+    if (!has_instance(DType::bf16, int(d.Hqk), int(d.Hv)))
       return fmt::format("head dims {}/{} unsupported; it has {}", d.Hqk, d.Hv, kHeadDims);
+    if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
+      return fmt::format("f32 inputs at head dim {} unsupported (its accumulators do not fit the registers next to "
+                         "the 3xTF32 splits); use bf16/f16 or path=cuda-naive",
+                         d.Hqk);
     const DeviceProperties& dev = device_properties(p.device_index);
     if (dev.cc_major < 8)
       return fmt::format("needs compute capability ≥ 8.0 (this GPU is {}.{})", dev.cc_major, dev.cc_minor);
@@ -133,6 +140,7 @@ class FlashPath final : public core::Path {
   // Above cudnn (30) on small forward calls, where the call's fixed cost decides (measured at the codelab's
   // default shape: flash ≈ 6 µs, cudnn ≈ 8.5 µs per call); below it on large ones, where cuDNN's Hopper kernels
   // run at about twice this sm_80-class kernel's throughput. Small = at most 2^30 FLOPs (≈ 3.5 µs of this kernel).
+  // f32, which cudnn refuses, goes to flash at any size: above cuda-naive (5), which materializes the scores.
   int auto_rank(const core::Problem& p) const override {
     const auto& d = p.dims;
     const double flops = 4.0 * double(d.B) * double(d.N) * double(d.T) * double(d.S) * double(d.Hqk);

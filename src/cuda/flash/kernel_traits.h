@@ -9,7 +9,7 @@ namespace attnlab::cuda::flash {
 template <class Element_, int kHeadQK_, int kHeadV_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_,
           bool kQInRegisters_, int kBlocksPerSm_ = 1>
 struct KernelTraits {
-  using Element = Element_;                  // __half or __nv_bfloat16
+  using Element = Element_;                  // __half, __nv_bfloat16 or float
   static constexpr int kHeadQK = kHeadQK_;   // head dim of Q and K
   static constexpr int kHeadV = kHeadV_;     // head dim of V and O
   static constexpr int kBlockM = kBlockM_;   // query rows per block
@@ -24,24 +24,34 @@ struct KernelTraits {
   // 65536 / (2 · kThreads) per thread so that two blocks' barriers and loads overlap.
   static constexpr int kBlocksPerSm = kBlocksPerSm_;
 
+  // f16/bf16 run on m16n8k16, f32 on m16n8k8 (TF32, three times: ptx.cuh); either way one k step is two
+  // 16-byte chunks of a shared-memory row.
+  static constexpr int kElementBytes = int(sizeof(Element));
+  static constexpr bool kF32 = kElementBytes == 4;
+  static constexpr int kMmaK = 32 / kElementBytes;
+
   // Each warp owns kRowsPerWarp query rows (kMFrags m16 fragments) and all kBlockN keys of a step.
   static constexpr int kRowsPerWarp = kBlockM / kWarps;
   static constexpr int kMFrags = kRowsPerWarp / 16;
-  static constexpr int kNFrags = kBlockN / 8;    // n8 fragments of the score tile S
-  static constexpr int kOFrags = kHeadV / 8;     // n8 fragments of the output O
-  static constexpr int kQKSteps = kHeadQK / 16;  // k16 steps of Q·Kᵀ
-  static constexpr int kPVSteps = kBlockN / 16;  // k16 steps of P·V
+  static constexpr int kNFrags = kBlockN / 8;        // n8 fragments of the score tile S
+  static constexpr int kOFrags = kHeadV / 8;         // n8 fragments of the output O
+  static constexpr int kQKSteps = kHeadQK / kMmaK;   // k steps of Q·Kᵀ
+  static constexpr int kPVSteps = kBlockN / kMmaK;   // k steps of P·V
 
   static_assert(kRowsPerWarp % 16 == 0 && kMFrags >= 1, "warps own whole m16 fragments");
-  static_assert(kBlockN % 16 == 0 && kHeadQK % 32 == 0 && kHeadV % 32 == 0, "whole k16 steps, n16 pairs");
+  static_assert(kBlockN % 16 == 0 && kHeadQK % 32 == 0 && kHeadV % 32 == 0, "whole k steps, n16 pairs");
   static_assert(kStages >= 2, "at least double buffering");
+  static_assert(!kF32 || !kQInRegisters, "f32 Q fragments are re-read (and split) per step");
 
-  // Shared memory: Q, then kStages × (K tile, V tile). The output tile is staged in Q's place at the end.
-  static constexpr int kQBytes = kBlockM * kHeadQK * 2;
-  static constexpr int kKBytes = kBlockN * kHeadQK * 2;
-  static constexpr int kVBytes = kBlockN * kHeadV * 2;
+  // Shared memory: Q, then kStages × (K tile, V tile), then (f32 only) each warp's P rows: TF32 P·V takes P as an
+  // A operand through ldmatrix, whose layout the f32 accumulator does not match. The output tile is staged in
+  // Q's place at the end.
+  static constexpr int kQBytes = kBlockM * kHeadQK * kElementBytes;
+  static constexpr int kKBytes = kBlockN * kHeadQK * kElementBytes;
+  static constexpr int kVBytes = kBlockN * kHeadV * kElementBytes;
   static constexpr int kStageBytes = kKBytes + kVBytes;
-  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+  static constexpr int kPBytes = kF32 ? kBlockM * kBlockN * 4 : 0;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kPBytes;
   static_assert(kHeadV <= kHeadQK, "the output tile is staged in Q's shared memory");
 };
 

@@ -31,8 +31,8 @@ template <class Element, int kHeadQK, int kHeadV>
 LaunchChoice launch_forward(const FlashParams& params, std::size_t smem_limit, int pick, cudaStream_t stream,
                             bool launch);
 
-// Is (Hqk, Hv) instantiated?
-bool has_instance(int head_qk, int head_v);
+// Is (dtype, Hqk, Hv) instantiated?
+bool has_instance(DType dtype, int head_qk, int head_v);
 // The same dispatch at run time; throws Error(internal) for a missing instance (why_not() rules those out).
 LaunchChoice launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, std::size_t smem_limit,
                             int pick, cudaStream_t stream, bool launch);

@@ -1,10 +1,12 @@
 // The two tensor-core products of one main-loop step, per warp: S = Q·Kᵀ for the warp's query rows against the
 // current key tile, and O += P·V with P taken straight from S's registers. Operands come from the swizzled shared
-// tiles through ldmatrix (V transposed on the way); nothing here touches global memory or synchronizes.
+// tiles through ldmatrix (V transposed on the way); nothing here touches global memory or synchronizes. f32
+// inputs share Q·Kᵀ (ldmatrix hands out TF32 fragments too) and take P·V from mainloop_tf32.cuh.
 #pragma once
 
 #include <cstdint>
 
+#include "cuda/flash/mainloop_tf32.cuh"
 #include "cuda/flash/ptx.cuh"
 #include "cuda/flash/smem_tile.cuh"
 
@@ -13,9 +15,9 @@ namespace attnlab::cuda::flash {
 template <class Traits>
 struct WarpMma {
   using Element = typename Traits::Element;
-  using QTile = SmemTile<Traits::kBlockM, Traits::kHeadQK>;
-  using KTile = SmemTile<Traits::kBlockN, Traits::kHeadQK>;
-  using VTile = SmemTile<Traits::kBlockN, Traits::kHeadV>;
+  using QTile = SmemTile<Traits::kBlockM, Traits::kHeadQK, Traits::kElementBytes>;
+  using KTile = SmemTile<Traits::kBlockN, Traits::kHeadQK, Traits::kElementBytes>;
+  using VTile = SmemTile<Traits::kBlockN, Traits::kHeadV, Traits::kElementBytes>;
   static constexpr int kMFrags = Traits::kMFrags, kNFrags = Traits::kNFrags, kOFrags = Traits::kOFrags;
 
   using ScoreFrags = float[kMFrags][kNFrags][4];
@@ -23,8 +25,8 @@ struct WarpMma {
   // A-operand fragments of the warp's Q rows, one k16 step.
   using QStep = std::uint32_t[kMFrags][4];
 
-  // Q rows [row0, row0 + 16·kMFrags) of the tile, k16 step `ks`. ldmatrix.x4 matrices: (rows 0–7, k 0–7),
-  // (rows 8–15, k 0–7), (rows 0–7, k 8–15), (rows 8–15, k 8–15) = a0..a3.
+  // Q rows [row0, row0 + 16·kMFrags) of the tile, k step `ks` (16 halves or 8 floats: two chunks). ldmatrix.x4
+  // matrices: (rows 0–7, chunk 0), (rows 8–15, chunk 0), (rows 0–7, chunk 1), (rows 8–15, chunk 1) = a0..a3.
   __device__ __forceinline__ static void load_q_step(QStep& a, std::uint32_t q_tile, int row0, int ks, int lane) {
 #pragma unroll
     for (int mf = 0; mf < kMFrags; ++mf) {
@@ -56,17 +58,35 @@ struct WarpMma {
         ptx::ldmatrix_x4(b, k_tile + KTile::offset(key, ks * 2 + ((lane >> 3) & 1)));
 #pragma unroll
         for (int mf = 0; mf < kMFrags; ++mf) {
-          ptx::mma_16816<Element>(s[mf][2 * np], a[mf], b[0], b[1]);
-          ptx::mma_16816<Element>(s[mf][2 * np + 1], a[mf], b[2], b[3]);
+          mma(s[mf][2 * np], a[mf], b[0], b[1]);
+          mma(s[mf][2 * np + 1], a[mf], b[2], b[3]);
         }
       }
     }
   }
 
-  // O += P·V. P (probabilities in S's registers) is rounded to Element and re-read as the A operand: the f32
-  // accumulator layout of two adjacent n8 tiles is exactly the A layout of one k16 step.
-  __device__ __forceinline__ static void accumulate(OutFrags& o, const ScoreFrags& p, std::uint32_t v_tile,
-                                                    int lane) {
+  __device__ __forceinline__ static void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                            std::uint32_t b1) {
+    if constexpr (Traits::kF32)
+      ptx::mma_3xtf32(d, a, b0, b1);
+    else
+      ptx::mma_16816<Element>(d, a, b0, b1);
+  }
+
+  // O += P·V. For f16/bf16, P (probabilities in S's registers) is rounded to Element and re-read as the A
+  // operand: the f32 accumulator layout of two adjacent n8 tiles is exactly the A layout of one k16 step. f32
+  // stages P in the warp's rows of `p_tile` (mainloop_tf32.cuh).
+  __device__ __forceinline__ static void accumulate(OutFrags& o, ScoreFrags& p, std::uint32_t v_tile,
+                                                    std::uint32_t p_tile, int row0, int lane) {
+    if constexpr (Traits::kF32)
+      Tf32ProbsTimesV<Traits>::accumulate(o, p, v_tile, p_tile, row0, lane);
+    else
+      accumulate_halves(o, p, v_tile, lane);
+  }
+
+ private:
+  __device__ __forceinline__ static void accumulate_halves(OutFrags& o, const ScoreFrags& p, std::uint32_t v_tile,
+                                                           int lane) {
 #pragma unroll
     for (int kk = 0; kk < Traits::kPVSteps; ++kk) {
       std::uint32_t a[kMFrags][4];

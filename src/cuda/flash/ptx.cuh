@@ -1,6 +1,7 @@
 // The handful of sm_80 instructions the flash kernel is built from, each wrapped once so the kernel code reads as
 // what it does: asynchronous global→shared copies (cp.async), shared→register fragment loads (ldmatrix), the
-// tensor-core multiply-accumulate (mma.sync m16n8k16), and the fast exponential (ex2.approx).
+// tensor-core multiply-accumulate (mma.sync m16n8k16 for f16/bf16, m16n8k8 TF32 for f32), and the fast
+// exponential (ex2.approx).
 // Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"); with g = lane / 4 and t = lane % 4:
 //   A (16×16, row-major):  a0 = (g, 2t..2t+1)  a1 = (g+8, 2t..)  a2 = (g, 8+2t..)  a3 = (g+8, 8+2t..)
 //   B (16×8,  col-major):  b0 = (k 2t..2t+1, n g)               b1 = (k 8+2t.., n g)
@@ -65,6 +66,46 @@ __device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const std::uint
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// f32 inputs run on the TF32 tensor cores three times over ("3xTF32"): x = big + small with big = tf32(x) and
+// small = tf32(x − big), and a·b ≈ big_a·big_b + big_a·small_b + small_a·big_b, about fp32 accuracy (the
+// dropped small·small term is ~2^-22 relative). Fragment layouts of m16n8k8 (g = lane / 4, t = lane % 4):
+//   A (16×8): a0 = (g, t)  a1 = (g+8, t)  a2 = (g, t+4)  a3 = (g+8, t+4)     B (8×8): b0 = (k t, n g)  b1 = (k t+4, n g)
+// ldmatrix of 32-bit data (an 8×8 b16 matrix = 8 rows × 4 floats) hands out exactly these A and B fragments.
+__device__ __forceinline__ std::uint32_t to_tf32(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+struct SplitTf32 {
+  std::uint32_t big, small;
+};
+__device__ __forceinline__ SplitTf32 split_tf32(float x) {
+  const std::uint32_t big = to_tf32(x);
+  return {big, to_tf32(x - __uint_as_float(big))};
+}
+__device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                              std::uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D += A·B in 3xTF32 from f32 fragments (bit patterns of floats, as ldmatrix delivers them).
+__device__ __forceinline__ void mma_3xtf32(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                           std::uint32_t b1) {
+  std::uint32_t a_big[4], a_small[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const SplitTf32 x = split_tf32(__uint_as_float(a[i]));
+    a_big[i] = x.big, a_small[i] = x.small;
+  }
+  const SplitTf32 x0 = split_tf32(__uint_as_float(b0)), x1 = split_tf32(__uint_as_float(b1));
+  mma_1688_tf32(d, a_small, x0.big, x1.big);
+  mma_1688_tf32(d, a_big, x0.small, x1.small);
+  mma_1688_tf32(d, a_big, x0.big, x1.big);
 }
 
 // Two floats → one register of two 16-bit values (lo in the low half), rounded to nearest.

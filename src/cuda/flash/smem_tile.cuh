@@ -1,4 +1,4 @@
-// A tile of 16-bit elements in shared memory, rows × cols, stored row-major with the 16-byte chunks of each row
+// A tile of 16-bit or 32-bit elements in shared memory, rows × cols, stored row-major with the 16-byte chunks of each row
 // XOR-swizzled so that both the cp.async writes and the ldmatrix reads (8 rows × 16 bytes per phase) hit 8
 // different bank groups: chunk c of row r lives at chunk c ^ (r mod 8) when rows hold a multiple of 8 chunks, and
 // at c ^ ((r / 2) mod 4) otherwise (4 chunks at head dim 32, 12 at 96): the XOR then stays inside groups of 4
@@ -11,20 +11,22 @@
 
 namespace attnlab::cuda::flash {
 
-template <int kRows, int kCols>
+template <int kRows, int kCols, int kElementBytes = 2>
 struct SmemTile {
-  static_assert(kCols % 32 == 0, "rows of at least 64 bytes, a whole number of 64-byte halves");
-  static constexpr int kChunks = kCols / 8;  // 16-byte chunks per row
-  static constexpr int kBytes = kRows * kCols * 2;
+  static constexpr int kRowBytes = kCols * kElementBytes;
+  static_assert(kRowBytes % 64 == 0, "rows of a whole number of 64-byte halves");
+  static constexpr int kChunkElements = 16 / kElementBytes;
+  static constexpr int kChunks = kRowBytes / 16;  // 16-byte chunks per row
+  static constexpr int kBytes = kRows * kRowBytes;
 
   // Byte offset of chunk `chunk` of row `row`.
   __device__ __forceinline__ static std::uint32_t offset(int row, int chunk) {
     const int swizzle = kChunks % 8 == 0 ? (row & 7) : ((row >> 1) & 3);
-    return std::uint32_t(row * (kCols * 2) + ((chunk ^ swizzle) << 4));
+    return std::uint32_t(row * kRowBytes + ((chunk ^ swizzle) << 4));
   }
-  // Byte offset of element `col` of row `row` (col even: the pair col, col + 1 shares the 4 bytes).
+  // Byte offset of element `col` of row `row` (a pair col, col + 1 with col even stays in one chunk).
   __device__ __forceinline__ static std::uint32_t element_offset(int row, int col) {
-    return offset(row, col >> 3) + ((col & 7) << 1);
+    return offset(row, col / kChunkElements) + (col % kChunkElements) * kElementBytes;
   }
 
   // Copies rows [0, kRows) from `src` (row r at src + r·stride elements) with cp.async; rows ≥ valid_rows become
@@ -34,11 +36,13 @@ struct SmemTile {
   template <int kThreads, class Element>
   __device__ __forceinline__ static void load_async(std::uint32_t tile, const Element* src, std::int64_t stride,
                                                     int valid_rows, int thread) {
+    static_assert(sizeof(Element) == kElementBytes, "the tile's element size");
     if constexpr (kThreads % kChunks != 0) {  // rows of 12 chunks (head dim 96): the plain loop
       for (int id = thread; id < kRows * kChunks; id += kThreads) {
         const int row = id / kChunks, chunk = id % kChunks;
         const bool valid = row < valid_rows;
-        ptx::cp_async_16(tile + offset(row, chunk), valid ? src + row * stride + chunk * 8 : src, valid);
+        ptx::cp_async_16(tile + offset(row, chunk), valid ? src + row * stride + chunk * kChunkElements : src,
+                         valid);
       }
       return;
     }
@@ -46,7 +50,7 @@ struct SmemTile {
     constexpr int kRowStep = kThreads / kChunks;
     const int row0 = thread / kChunks;
     const int chunk = thread % kChunks;
-    const Element* base = src + row0 * stride + chunk * 8;
+    const Element* base = src + row0 * stride + chunk * kChunkElements;
     const int step = kRowStep * int(stride);
     const std::uint32_t dst = tile + offset(row0, chunk);
 #pragma unroll
@@ -54,7 +58,7 @@ struct SmemTile {
       const bool valid = row0 + i * kRowStep < valid_rows;
       // An invalid row still needs a readable address; the copy reads 0 bytes from it.
       // The swizzle repeats every 8 rows: with a step of 8 rows the destination is one base plus a constant.
-      const std::uint32_t to = kRowStep % 8 == 0 ? dst + i * kRowStep * (kCols * 2)
+      const std::uint32_t to = kRowStep % 8 == 0 ? dst + i * kRowStep * kRowBytes
                                                  : tile + offset(row0 + i * kRowStep, chunk);
       ptx::cp_async_16(to, valid ? base + i * step : src, valid);
     }

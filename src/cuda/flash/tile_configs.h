@@ -63,4 +63,21 @@ struct TileConfigs<E, 256, 256> {
   using ModifierList = List;
 };
 
+// f32 (3xTF32: three MMAs per product, plus the P staging rows) is the accurate path, not the fast one: one
+// configuration per head dim, every one ≤ 99 KB so that it runs on every sm_80+ GPU. None at 256 (see
+// src/CMakeLists.txt): its accumulators spill.
+#define ATTNLAB_FLASH_F32_CONFIG(HQK, HV, BM, BN, WARPS)                      \
+  template <>                                                                 \
+  struct TileConfigs<float, HQK, HV> {                                        \
+    using List = TypeList<KernelTraits<float, HQK, HV, BM, BN, WARPS, 2, false>>; \
+    using ModifierList = List;                                                \
+  };
+ATTNLAB_FLASH_F32_CONFIG(32, 32, 64, 64, 4)     // 56 KB
+ATTNLAB_FLASH_F32_CONFIG(64, 64, 64, 64, 4)     // 96 KB
+ATTNLAB_FLASH_F32_CONFIG(96, 96, 64, 32, 4)     // 80 KB
+ATTNLAB_FLASH_F32_CONFIG(128, 128, 64, 16, 4)   // 68 KB
+ATTNLAB_FLASH_F32_CONFIG(192, 192, 32, 16, 2)   // 74 KB
+ATTNLAB_FLASH_F32_CONFIG(192, 128, 64, 16, 4)   // 92 KB
+#undef ATTNLAB_FLASH_F32_CONFIG
+
 }  // namespace attnlab::cuda::flash
