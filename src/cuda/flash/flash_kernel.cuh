@@ -3,7 +3,8 @@
 //
 //   load Q and the first kStages − 1 K/V tiles (cp.async)
 //   for each visible key tile j:
-//     wait for tile j; start loading tile j + kStages − 1 into the slot tile j − 1 just left
+//     wait for tile j; start loading tile j + kStages − 1 into the slot tile j − 1 just left (pipeline.cuh:
+//     a block barrier, or mbarriers with the load issued at the end of the step)
 //     S = Q·Kᵀ                        (mainloop.cuh, tensor cores)
 //     mask / modify S where needed    (mask.cuh; tiles inside every row's band skip this)
 //     P = online softmax of S         (softmax.cuh, registers)
@@ -19,6 +20,7 @@
 #include "cuda/flash/flash_params.h"
 #include "cuda/flash/mainloop.cuh"
 #include "cuda/flash/mask.cuh"
+#include "cuda/flash/pipeline.cuh"
 #include "cuda/flash/ptx.cuh"
 #include "cuda/flash/scheduler.cuh"
 #include "cuda/flash/smem_tile.cuh"
@@ -58,26 +60,33 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
   const int tile_begin = keys.begin / kBlockN;
   const int tile_end = (keys.end + kBlockN - 1) / kBlockN;
 
-  // Shared memory: Q | stage 0 (K, V) | stage 1 (K, V) | ... | P rows (f32)
+  // Shared memory: Q | stage 0 (K, V) | stage 1 (K, V) | ... | P rows (f32) | mbarriers
   const std::uint32_t q_tile = ptx::smem_address(smem);
   auto k_tile = [&](int stage) { return q_tile + Traits::kQBytes + stage * Traits::kStageBytes; };
   auto v_tile = [&](int stage) { return k_tile(stage) + Traits::kKBytes; };
   const std::uint32_t p_tile = q_tile + Traits::kQBytes + kStages * Traits::kStageBytes;  // f32 only
-  // Tile j's keys past kv_len read as zeros (a padded sequence's tail may hold anything, even NaN).
-  auto load_tile = [&](int j, int stage) {
-    if (j < tile_end) {
-      const int key0 = j * kBlockN;
-      Mma::KTile::template load_async<Traits::kThreads>(k_tile(stage), k + std::int64_t(key0) * p.k_stride_s,
-                                                       p.k_stride_s, kv_len - key0, thread);
-      Mma::VTile::template load_async<Traits::kThreads>(v_tile(stage), v + std::int64_t(key0) * p.v_stride_s,
-                                                       p.v_stride_s, kv_len - key0, thread);
+  TilePipeline<Traits> pipeline;
+  pipeline.init(p_tile + Traits::kPBytes, thread);
+  // Tile `step` (counted from tile_begin) into slot step % kStages. Keys past kv_len read as zeros (a padded
+  // sequence's tail may hold anything, even NaN).
+  auto load_tile = [&](int step) {
+    const int j = tile_begin + step;
+    if (j >= tile_end) {
+      pipeline.nothing_to_issue();
+      return;
     }
-    ptx::cp_async_commit();  // an empty group past the end keeps the wait counts uniform
+    pipeline.before_issue(step);
+    const int key0 = j * kBlockN, slot = step % kStages;
+    Mma::KTile::template load_async<Traits::kThreads>(k_tile(slot), k + std::int64_t(key0) * p.k_stride_s,
+                                                     p.k_stride_s, kv_len - key0, thread);
+    Mma::VTile::template load_async<Traits::kThreads>(v_tile(slot), v + std::int64_t(key0) * p.v_stride_s,
+                                                     p.v_stride_s, kv_len - key0, thread);
+    pipeline.after_issue(step);
   };
 
   Mma::QTile::template load_async<Traits::kThreads>(q_tile, q, p.q_stride_t, p.T - m0, thread);
 #pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) load_tile(tile_begin + s, s);
+  for (int s = 0; s < kStages - 1; ++s) load_tile(s);  // Q travels with tile 0
 
   const int warp_row0 = warp * Traits::kRowsPerWarp;
   const ScoreRule<kModifiers> rule{p.scale * 1.4426950408889634f, p.scale, p.softcap};
@@ -104,9 +113,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
   auto q_from_smem = [&](int ks, typename Mma::QStep& a) { Mma::load_q_step(a, q_tile, warp_row0, ks, lane); };
 
   for (int j = tile_begin, step = 0; j < tile_end; ++j, ++step) {
-    ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();  // tile j is in shared memory for everyone, and tile j − 1's slot is free
-    load_tile(j + kStages - 1, (step + kStages - 1) % kStages);
+    pipeline.acquire(step);
+    if constexpr (TilePipeline<Traits>::kIssueAtStart) load_tile(step + kStages - 1);
     const int stage = step % kStages;
 
     float s[Traits::kMFrags][Traits::kNFrags][4];
@@ -144,6 +152,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
     }
     softmax.step(s, o, to_log2);
     Mma::accumulate(o, s, v_tile(stage), p_tile, warp_row0, lane);
+    pipeline.release(step, lane);
+    if constexpr (!TilePipeline<Traits>::kIssueAtStart) load_tile(step + kStages - 1);
   }
 
   Epilogue<Traits>::store(o, softmax, smem, out, m0, p.T, q_len, warp, lane);

@@ -55,6 +55,9 @@ Tuning tuning(int device) {
 // The kernel moves rows with 16-byte cp.async loads and 16-byte stores.
 std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return fmt::format("{}.data must be 16-byte aligned", name);
+  // Within a tile, row offsets are 32-bit (smem_tile.cuh): 128 rows of the largest stride must stay below 2^31.
+  if (t.strides[1] >= (std::int64_t(1) << 24))
+    return fmt::format("{}.strides[1] = {} must be below 2^24 elements", name, t.strides[1]);
   const std::int64_t per_16_bytes = 16 / std::int64_t(size_of(t.dtype));
   for (int d = 0; d < 3; ++d)
     if (t.shape[d] > 1 && t.strides[d] % per_16_bytes != 0)

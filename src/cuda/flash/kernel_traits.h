@@ -7,7 +7,7 @@
 namespace attnlab::cuda::flash {
 
 template <class Element_, int kHeadQK_, int kHeadV_, int kBlockM_, int kBlockN_, int kWarps_, int kStages_,
-          bool kQInRegisters_, int kBlocksPerSm_ = 1>
+          bool kQInRegisters_, int kBlocksPerSm_ = 1, bool kMbarriers_ = false>
 struct KernelTraits {
   using Element = Element_;                  // __half, __nv_bfloat16 or float
   static constexpr int kHeadQK = kHeadQK_;   // head dim of Q and K
@@ -23,6 +23,9 @@ struct KernelTraits {
   // Thread blocks per SM the register allocation must allow (__launch_bounds__): 2 caps registers at
   // 65536 / (2 · kThreads) per thread so that two blocks' barriers and loads overlap.
   static constexpr int kBlocksPerSm = kBlocksPerSm_;
+  // How warps wait for K/V tiles (pipeline.cuh): a block barrier per step, or per-slot mbarriers that let warps
+  // drift apart by up to a tile (needs ≥ 3 stages to keep a tile of prefetch).
+  static constexpr bool kMbarriers = kMbarriers_;
 
   // f16/bf16 run on m16n8k16, f32 on m16n8k8 (TF32, three times: ptx.cuh); either way one k step is two
   // 16-byte chunks of a shared-memory row.
@@ -40,7 +43,7 @@ struct KernelTraits {
 
   static_assert(kRowsPerWarp % 16 == 0 && kMFrags >= 1, "warps own whole m16 fragments");
   static_assert(kBlockN % 16 == 0 && kHeadQK % 32 == 0 && kHeadV % 32 == 0, "whole k steps, n16 pairs");
-  static_assert(kStages >= 2, "at least double buffering");
+  static_assert(kStages >= 2 + int(kMbarriers_), "at least double buffering (triple with mbarriers)");
   static_assert(!kF32 || !kQInRegisters, "f32 Q fragments are re-read (and split) per step");
 
   // Shared memory: Q, then kStages × (K tile, V tile), then (f32 only) each warp's P rows: TF32 P·V takes P as an
@@ -51,7 +54,8 @@ struct KernelTraits {
   static constexpr int kVBytes = kBlockN * kHeadV * kElementBytes;
   static constexpr int kStageBytes = kKBytes + kVBytes;
   static constexpr int kPBytes = kF32 ? kBlockM * kBlockN * 4 : 0;
-  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kPBytes;
+  static constexpr int kBarrierBytes = kMbarriers ? 2 * kStages * 8 : 0;
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes + kPBytes + kBarrierBytes;
   static_assert(kHeadV <= kHeadQK, "the output tile is staged in Q's shared memory");
 };
 

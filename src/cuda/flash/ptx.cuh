@@ -32,6 +32,27 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
 
+// mbarriers in shared memory (sm_80): a phase completes when `count` arrivals have happened; waiters name the
+// phase by its parity. cp_async_arrive arrives once the calling thread's earlier cp.async copies have landed
+// (.noinc: the arrival is one of the `count` the barrier was initialized with).
+__device__ __forceinline__ void mbarrier_init(std::uint32_t barrier, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(count));
+}
+__device__ __forceinline__ void mbarrier_cp_async_arrive(std::uint32_t barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(std::uint32_t barrier) {
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(barrier) : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(std::uint32_t barrier, int parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "WAIT:\n mbarrier.test_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}\n" ::"r"(barrier),
+      "r"(parity)
+      : "memory");
+}
+
 // Four 8×8 b16 matrices; lane l gives the row address of matrix l / 8.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t address) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -32,7 +32,7 @@ struct SmemTile {
   // Copies rows [0, kRows) from `src` (row r at src + r·stride elements) with cp.async; rows ≥ valid_rows become
   // zeros. All kThreads threads of the block call this. Thread t always copies chunk t % kChunks of rows
   // t / kChunks + i·kRowStep, so one base pointer and one 32-bit step serve every copy (64-bit addresses per copy
-  // would cost the main loop registers it needs for accumulators); the flash path keeps kRows·stride < 2^31.
+  // would cost the main loop registers it needs for accumulators); flash_path.cpp keeps row strides below 2^24.
   template <int kThreads, class Element>
   __device__ __forceinline__ static void load_async(std::uint32_t tile, const Element* src, std::int64_t stride,
                                                     int valid_rows, int thread) {

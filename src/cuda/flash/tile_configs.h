@@ -5,8 +5,9 @@
 // Why these shapes (measured on the H200, docs/perf-notes.md "flash"): registers per thread ≈ O + S (+ Q)
 // fragments plus addressing must stay ≤ 255 without spills (-Xptxas -v, scripts/sass-check.sh). 4 warps × 32 rows
 // share each K/V fragment between two m16 fragments (half the shared-memory traffic per MMA): the fastest at head
-// dim 64. From 96 up only 8 warps × 16 rows fit the O accumulator; at 128 a 128-key tile (fewer barriers and
-// softmax rounds per MMA) beat 64 keys, 3 stages, and 64-row blocks at 2 per SM.
+// dim 64. From 96 up only 8 warps × 16 rows fit the O accumulator. At 128, 8 warps in one block per SM run in
+// lockstep under a per-step block barrier; per-slot mbarriers (pipeline.cuh) let them drift apart and overlap
+// one warp's softmax with another's MMAs: +9 % over the barrier version with 128-key tiles (355 vs 326 TFLOP/s).
 #pragma once
 
 #include "cuda/flash/kernel_traits.h"
@@ -39,8 +40,9 @@ struct TileConfigs<E, 96, 96> {
 };
 template <class E>
 struct TileConfigs<E, 128, 128> {
-  using List = TypeList<KernelTraits<E, 128, 128, 128, 128, 8, 2, true>,    // 160 KB
-                        KernelTraits<E, 128, 128, 128, 64, 8, 2, true>>;    // 96 KB
+  using List = TypeList<KernelTraits<E, 128, 128, 128, 128, 8, 3, true, 1, true>,  // 224 KB, mbarriers
+                        KernelTraits<E, 128, 128, 128, 64, 8, 3, true, 1, true>,   // 128 KB, mbarriers
+                        KernelTraits<E, 128, 128, 128, 64, 8, 2, true>>;           // 96 KB
   using ModifierList = TypeList<KernelTraits<E, 128, 128, 128, 64, 8, 2, true>>;
 };
 template <class E>
