@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the GPU tests and a short benchmark from a folder made by scripts/gpu-build.sh, then prints a summary.
 #   run.sh [OUT_DIR] [--tests-only | --bench-only]
-# Writes OUT_DIR/gpu-tests.json (GoogleTest), OUT_DIR/attnlab.jsonl and OUT_DIR/peers.jsonl (result rows,
-# DESIGN §4 schema; peers where PyTorch/JAX are installed), OUT_DIR/summary.txt.
+# Writes OUT_DIR/gpu-tests-*.json (GoogleTest), OUT_DIR/attnlab-<set>.jsonl and OUT_DIR/peers-<set>.jsonl (result
+# rows, DESIGN §4 schema; peers where PyTorch is installed) for each workload set (ATTNLAB_BENCH_SETS, default:
+# workloads_fwd workloads sweep_seq), and OUT_DIR/summary.txt.
 set -uo pipefail
 dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${1:-$dist/results}"
@@ -45,12 +46,13 @@ fi
 
 if [[ "$mode" != "--tests-only" ]]; then
   echo "== benchmark: attnlab paths"
-  for w in workloads sweep_seq; do
+  sets="${ATTNLAB_BENCH_SETS:-workloads_fwd workloads sweep_seq}"
+  for w in $sets; do
     "$dist/bin/attnlab" bench --workloads "$dist/bench/$w.json" --paths ${ATTNLAB_BENCH_PATHS:-flash,cudnn,cuda-naive} --jsonl "$out/attnlab-$w.jsonl" \
       || status=1
   done
   echo "== benchmark: peers (PyTorch SDPA flash / cudnn)"
-  for w in workloads sweep_seq; do
+  for w in $sets; do
     python3 "$dist/bench/peers.py" --workloads "$dist/bench/$w.json" --peers ${ATTNLAB_BENCH_PEERS:-torch-flash,torch-cudnn} \
       --out "$out/peers-$w.jsonl" || true
   done
