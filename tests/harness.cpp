@@ -357,4 +357,24 @@ void check_backward(const Case& c0, Rng& rng) {
   expect_unchanged("bool_mask", t.mask, m0);
 }
 
+void expect_forward_refused_on_device(const Case& c, const std::string& fragment) {
+  Rng rng(fresh_seed());
+  Tensors t = make_inputs(c, rng);
+  DeviceMirror mirror;
+  attnlab::ForwardArgs a = device_forward_args(c, t, mirror);
+  attnlab::Context ctx;
+  try {
+    attnlab::forward(ctx, a);
+    ADD_FAILURE() << c.str() << ": expected an error naming '" << fragment << "'";
+  } catch (const attnlab::Error& e) {
+    EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << "message '" << e.what() << "' should name '" << fragment << "'";
+  }
+  mirror.synchronize();
+  const auto before = t.o.snapshot();
+  mirror.download(t.o);
+  EXPECT_TRUE(t.o.same_bytes(before)) << "a failed call wrote to O";
+}
+
 }  // namespace attnlab_test

@@ -277,25 +277,6 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GpuNaiveOnly, ::testing::Values(DType::f32, DTy
 // ---------------------------------------------------------------------------------------------------------------
 // Errors: forced means forced, and nothing is written when a call fails.
 // ---------------------------------------------------------------------------------------------------------------
-void expect_refused(Case c, const std::string& fragment) {
-  Rng rng(fresh_seed());
-  Tensors t = make_inputs(c, rng);
-  DeviceMirror mirror;
-  attnlab::ForwardArgs a = device_forward_args(c, t, mirror);
-  attnlab::Context ctx;
-  try {
-    attnlab::forward(ctx, a);
-    ADD_FAILURE() << c.str() << ": expected an error naming '" << fragment << "'";
-  } catch (const attnlab::Error& e) {
-    EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
-        << "message '" << e.what() << "' should name '" << fragment << "'";
-  }
-  mirror.synchronize();
-  const auto before = t.o.snapshot();
-  mirror.download(t.o);
-  EXPECT_TRUE(t.o.same_bytes(before)) << "a failed call wrote to O";
-}
 
 // A small case for the error tests: the rule, not the size, is under test.
 Case tiny_case(const std::string& path, DType dtype) {
@@ -307,38 +288,38 @@ Case tiny_case(const std::string& path, DType dtype) {
 TEST(GpuErrors, CudnnRefusesF32WithTheRule) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny_case("cudnn", DType::f32);
-  expect_refused(c, "f32");
+  expect_forward_refused_on_device(c, "f32");
 }
 
 TEST(GpuErrors, CudnnRefusesBoolMask) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny_case("cudnn", DType::bf16);
   c.bias = BiasKind::bool_mask;
-  expect_refused(c, "mask");
+  expect_forward_refused_on_device(c, "mask");
 }
 
 TEST(GpuErrors, CudnnRefusesF32BiasWithHalfInputs) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny_case("cudnn", DType::bf16);
   c.bias = BiasKind::f32;
-  expect_refused(c, "bias must have the inputs' dtype");
+  expect_forward_refused_on_device(c, "bias must have the inputs' dtype");
 }
 
 TEST(GpuErrors, CudnnRefusesStridesNotMultipleOf8) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny_case("cudnn", DType::bf16);
   c.q_layout = padded();
-  expect_refused(c, "multiple of 8");
+  expect_forward_refused_on_device(c, "multiple of 8");
   c.q_layout = dense();
   c.S = 131;
   c.bias = BiasKind::same_dtype;
-  expect_refused(c, "multiple of 8");
+  expect_forward_refused_on_device(c, "multiple of 8");
 }
 
 TEST(GpuErrors, CpuPathRefusesDeviceTensors) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny_case("cpu-flash", DType::bf16);
-  expect_refused(c, "cpu");
+  expect_forward_refused_on_device(c, "cpu");
 }
 
 TEST(GpuErrors, NaiveWorkspaceTooLargeIsAnError) {

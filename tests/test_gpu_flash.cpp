@@ -149,25 +149,6 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlash, ::testing::Values(DType::f32, DType::
 // ---------------------------------------------------------------------------------------------------------------
 // Refusals: each names its rule, and a refused call writes nothing.
 // ---------------------------------------------------------------------------------------------------------------
-void expect_refused(Case c, const std::string& fragment) {
-  Rng rng(fresh_seed());
-  Tensors t = make_inputs(c, rng);
-  DeviceMirror mirror;
-  attnlab::ForwardArgs a = device_forward_args(c, t, mirror);
-  attnlab::Context ctx;
-  try {
-    attnlab::forward(ctx, a);
-    ADD_FAILURE() << c.str() << ": expected an error naming '" << fragment << "'";
-  } catch (const attnlab::Error& e) {
-    EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
-        << "message '" << e.what() << "' should name '" << fragment << "'";
-  }
-  mirror.synchronize();
-  const auto before = t.o.snapshot();
-  mirror.download(t.o);
-  EXPECT_TRUE(t.o.same_bytes(before)) << "a failed call wrote to O";
-}
 
 Case tiny(DType dtype) {
   Case c = flash_case(dtype);
@@ -179,16 +160,16 @@ TEST(GpuFlashErrors, RefusesUnsupportedHeadDims) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny(DType::bf16);
   c.Hqk = c.Hv = 80;
-  expect_refused(c, "head dims 80/80");
+  expect_forward_refused_on_device(c, "head dims 80/80");
   c.Hqk = 128, c.Hv = 64;
-  expect_refused(c, "head dims 128/64");
+  expect_forward_refused_on_device(c, "head dims 128/64");
 }
 
 TEST(GpuFlashErrors, RefusesF32AtHeadDim256) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny(DType::f32);
   c.Hqk = c.Hv = 256;
-  expect_refused(c, "f32 inputs at head dim 256");
+  expect_forward_refused_on_device(c, "f32 inputs at head dim 256");
 }
 
 // The codelab's check: flash in f32 against the naive f32 chain on the GPU, allclose(atol = 1e-3), at its default
@@ -221,7 +202,7 @@ TEST(GpuFlashErrors, RefusesStridesNotMultipleOf8) {
   ATTNLAB_REQUIRE_GPU();
   Case c = tiny(DType::f16);
   c.k_layout = padded();
-  expect_refused(c, "multiple of 8");
+  expect_forward_refused_on_device(c, "multiple of 8");
 }
 
 TEST(GpuFlashErrors, RefusesBackward) {

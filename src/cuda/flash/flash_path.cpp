@@ -13,6 +13,7 @@
 #include "core/path.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
+#include "cuda/common/score_modifier.h"
 #include "cuda/common/seqlens.h"
 #include "cuda/common/workspace.h"
 #include "cuda/flash/launch.h"
@@ -84,18 +85,11 @@ FlashParams make_params(const core::Problem& p, const DeviceSeqlens& lengths) {
   f.mask = p.mask;
   f.q_seqlens = lengths.q;
   f.kv_seqlens = lengths.kv;
-  const TensorView* mod = !p.bias.empty() ? &p.bias : (!p.bool_mask.empty() ? &p.bool_mask : nullptr);
-  if (mod != nullptr) {
-    if (mod == &p.bias) {
-      f.bias = p.bias.data;
-      f.bias_dtype = p.bias.dtype;
-    } else {
-      f.bool_mask = static_cast<const std::uint8_t*>(p.bool_mask.data);
-    }
-    f.mod_stride_b = mod->shape[0] == 1 ? 0 : mod->strides[0];
-    f.mod_stride_n = mod->shape[1] == 1 ? 0 : mod->strides[1];
-    f.mod_stride_t = mod->strides[2];
-  }
+  const ScoreModifier mod = score_modifier(p);
+  f.bias = mod.bias;
+  f.bias_dtype = mod.bias_dtype;
+  f.bool_mask = mod.bool_mask;
+  f.mod_stride_b = mod.stride_b, f.mod_stride_n = mod.stride_n, f.mod_stride_t = mod.stride_t;
   return f;
 }
 
@@ -133,8 +127,7 @@ class FlashPath final : public core::Path {
       if (auto why = layout_rule(name, *t)) return why;
     const Tuning limits = tuning(p.device_index);
     if (!launch_forward(p.dtype, int(d.Hqk), int(d.Hv), make_params(p, DeviceSeqlens{}), limits.smem_limit,
-                        limits.pick, nullptr, false)
-             .fits)
+                        limits.pick, nullptr, false))
       return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem_limit,
                          limits.pick >= 0 ? fmt::format(" as configuration {}", limits.pick) : "");
     return std::nullopt;
@@ -164,8 +157,10 @@ class FlashPath final : public core::Path {
       ctx.last_workspace_bytes = 0;
     }
     const Tuning limits = tuning(p.device_index);
-    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), make_params(p, lengths), limits.smem_limit, limits.pick,
-                   stream, true);
+    if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), make_params(p, lengths), limits.smem_limit,
+                        limits.pick, stream, true))  // only if the tuning variables changed since why_not()
+      core::fail(ErrorCode::unsupported, "flash: no tile configuration fits {} bytes of shared memory",
+                 limits.smem_limit);
   }
 };
 

@@ -5,18 +5,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 
 namespace attnlab::cuda::flash {
-
-std::string describe(const LaunchChoice& c) {
-  if (!c.fits) return "no configuration fits";
-  return fmt::format("{}x{}, {} warps, {} stages{}{}, {} KB", c.block_m, c.block_n, c.warps, c.stages,
-                     c.q_in_registers ? ", Q in registers" : "",
-                     c.blocks_per_sm > 1 ? fmt::format(", {} blocks/SM", c.blocks_per_sm) : "", c.smem_bytes / 1024);
-}
 
 // flash_instances.inc has one ATTNLAB_FLASH_HEAD_DIMS(Hqk, Hv) line per head-dim pair (bf16 and f16) and one
 // ATTNLAB_FLASH_F32_HEAD_DIMS(Hqk, Hv) line per pair that also has f32.
@@ -39,7 +30,7 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
   return false;
 }
 
-LaunchChoice launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, std::size_t smem_limit,
+bool launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, std::size_t smem_limit,
                             int pick, cudaStream_t stream, bool launch) {
 #define ATTNLAB_FLASH_HEAD_DIMS(HQK, HV)                                                        \
   if (head_qk == HQK && head_v == HV && dtype == DType::bf16)                                   \

@@ -14,10 +14,8 @@ namespace attnlab::cuda::flash {
 // One kernel per (configuration, modifiers); the opt-in to more than 48 KB of shared memory is a per-device
 // attribute, set once per device (a bit per device in `opted_in`).
 template <class Traits, bool kModifiers>
-LaunchChoice launch_with(const FlashParams& p, cudaStream_t stream, bool launch) {
-  const LaunchChoice choice{true,          Traits::kBlockM, Traits::kBlockN,        Traits::kWarps,
-                            Traits::kStages, Traits::kBlocksPerSm, Traits::kQInRegisters, std::size_t(Traits::kSmemBytes)};
-  if (!launch) return choice;
+bool launch_with(const FlashParams& p, cudaStream_t stream, bool launch) {
+  if (!launch) return true;
   const auto kernel = flash_forward_kernel<Traits, kModifiers>;
   if constexpr (Traits::kSmemBytes > 48 * 1024) {
     static std::atomic<unsigned long long> opted_in{0};
@@ -33,23 +31,23 @@ LaunchChoice launch_with(const FlashParams& p, cudaStream_t stream, bool launch)
   const dim3 grid((p.T + Traits::kBlockM - 1) / Traits::kBlockM, p.N, p.B);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
   check_cuda(cudaGetLastError(), "flash: kernel launch");
-  return choice;
+  return true;
 }
 
 // The first configuration that fits smem_limit, or with pick ≥ 0 the pick-th of the list (when it fits).
 template <bool kModifiers, class Traits, class... Rest>
-LaunchChoice launch_first_fitting(TypeList<Traits, Rest...>, const FlashParams& p, std::size_t smem_limit, int pick,
+bool launch_first_fitting(TypeList<Traits, Rest...>, const FlashParams& p, std::size_t smem_limit, int pick,
                                   cudaStream_t stream, bool launch) {
   if (std::size_t(Traits::kSmemBytes) <= smem_limit && pick <= 0)
     return launch_with<Traits, kModifiers>(p, stream, launch);
   if constexpr (sizeof...(Rest) > 0)
     return launch_first_fitting<kModifiers>(TypeList<Rest...>{}, p, smem_limit, pick - 1, stream, launch);
   else
-    return LaunchChoice{};
+    return false;
 }
 
 template <class Element, int kHeadQK, int kHeadV>
-LaunchChoice launch_forward(const FlashParams& params, std::size_t smem_limit, int pick, cudaStream_t stream,
+bool launch_forward(const FlashParams& params, std::size_t smem_limit, int pick, cudaStream_t stream,
                             bool launch) {
   using Configs = TileConfigs<Element, kHeadQK, kHeadV>;
   if (params.softcap > 0.0f || params.bias != nullptr || params.bool_mask != nullptr)

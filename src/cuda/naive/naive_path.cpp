@@ -13,6 +13,7 @@
 #include "core/path.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
+#include "cuda/common/score_modifier.h"
 #include "cuda/common/seqlens.h"
 #include "cuda/common/workspace.h"
 #include "cuda/naive/gemm.h"
@@ -82,18 +83,11 @@ ScoreParams score_params(const core::Problem& p) {
   s.scale = p.scale;
   s.softcap = p.softcap;
   s.mask = p.mask;
-  const TensorView* mod = !p.bias.empty() ? &p.bias : (!p.bool_mask.empty() ? &p.bool_mask : nullptr);
-  if (mod != nullptr) {
-    if (mod == &p.bias) {
-      s.bias = p.bias.data;
-      s.bias_dtype = p.bias.dtype;
-    } else {
-      s.bool_mask = static_cast<const std::uint8_t*>(p.bool_mask.data);
-    }
-    s.mod_stride_b = mod->shape[0] == 1 ? 0 : mod->strides[0];
-    s.mod_stride_n = mod->shape[1] == 1 ? 0 : mod->strides[1];
-    s.mod_stride_t = mod->strides[2];
-  }
+  const ScoreModifier mod = score_modifier(p);
+  s.bias = mod.bias;
+  s.bias_dtype = mod.bias_dtype;
+  s.bool_mask = mod.bool_mask;
+  s.mod_stride_b = mod.stride_b, s.mod_stride_n = mod.stride_n, s.mod_stride_t = mod.stride_t;
   return s;
 }
 
