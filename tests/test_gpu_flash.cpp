@@ -1,10 +1,12 @@
 // The flash path beyond the shared GPU grid (test_gpu.cpp runs flash through the odd-shape grid and every
-// feature, f32 included): score modifiers at odd sizes, f32 against the naive chain at the codelab's shape, the ≤ 99 KB tile configurations forced on a large GPU, padded key tails
+// feature, f32 included): score modifiers at odd sizes, f32 against the naive chain at the codelab's shape, the
+// ≤ 99 KB tile configurations forced on a large GPU, every configuration of each list by index, padded key tails
 // holding NaN, many shapes through one context, and its refusals. Every test skips visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -23,13 +25,26 @@ Case flash_case(DType dtype) {
   return c;
 }
 
-// Lowers the shared memory the flash path may use for the lifetime of the object (the configurations meant for
-// sm_86/sm_89 then run here).
-class SmemLimit {
+// Sets one of the flash path's tuning variables for the lifetime of the object (README, "Tuning"):
+//   ATTNLAB_FLASH_SMEM_LIMIT lowers the shared memory it may use (the configurations meant for sm_86/sm_89 then
+//   run here); ATTNLAB_FLASH_CONFIG runs one configuration of the list alone (never the small-problem list);
+//   ATTNLAB_FLASH_SECTION_HEADS sets the scheduling section under banded masks.
+class ScopedEnv {
  public:
-  explicit SmemLimit(const char* bytes) { setenv("ATTNLAB_FLASH_SMEM_LIMIT", bytes, 1); }
-  ~SmemLimit() { unsetenv("ATTNLAB_FLASH_SMEM_LIMIT"); }
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
 };
+
+bool flash_accepts(const Case& c, Rng& rng) {
+  const Tensors t = make_inputs(c, rng);
+  DeviceMirror mirror;
+  return !attnlab::why_not("flash", device_forward_args(c, t, mirror)).has_value();
+}
 
 class GpuFlash : public ::testing::TestWithParam<DType> {
  protected:
@@ -69,7 +84,7 @@ TEST_P(GpuFlash, SoftcapBiasBoolMaskOddSizes) {
 TEST_P(GpuFlash, SmallSharedMemoryConfigurations) {
   ATTNLAB_TEST_RNG(rng);
   for (const char* limit : {"101376", "166912"}) {
-    SmemLimit small(limit);
+    ScopedEnv small("ATTNLAB_FLASH_SMEM_LIMIT", limit);
     for (auto [hqk, hv] : {std::pair{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {192, 128}, {256, 256}}) {
       if (GetParam() == DType::f32 && hqk == 256) continue;  // refused: GpuFlashErrors below
       Case c = flash_case(GetParam());
@@ -79,6 +94,35 @@ TEST_P(GpuFlash, SmallSharedMemoryConfigurations) {
       c.mask.align = attnlab::MaskAlign::bottom_right;
       check_forward(c, rng);
     }
+  }
+}
+
+// Every configuration of every head-dim pair's lists in turn (the path refuses a pick past a list's end), on a
+// shape that crosses several query and key tiles with GQA: causal and not, then softcap and bias through the
+// modifier list. Without the forced pick this small grid would take the small-problem list, which the odd-shape
+// grid and the feature tests cover.
+TEST_P(GpuFlash, EveryConfigurationOfTheList) {
+  ATTNLAB_TEST_RNG(rng);
+  for (auto [hqk, hv] : {std::pair{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {192, 128}, {256, 256}}) {
+    if (GetParam() == DType::f32 && hqk == 256) continue;  // refused: GpuFlashErrors below
+    int configurations = 0;
+    for (int pick = 0;; ++pick) {
+      ScopedEnv forced("ATTNLAB_FLASH_CONFIG", std::to_string(pick));
+      Case c = flash_case(GetParam());
+      c.B = 2, c.T = 203, c.S = 333, c.N = 4, c.K = 2, c.Hqk = hqk, c.Hv = hv;
+      if (!flash_accepts(c, rng)) break;
+      SCOPED_TRACE(::testing::Message() << "head dims " << hqk << "/" << hv << ", configuration " << pick);
+      check_forward(c, rng);
+      c.mask.causal = true;
+      c.mask.align = attnlab::MaskAlign::bottom_right;
+      check_forward(c, rng);
+      // The modifier list, indexed the same way, may be shorter.
+      c.softcap = 5.0f;
+      c.bias = BiasKind::f32;
+      if (flash_accepts(c, rng)) check_forward(c, rng);
+      ++configurations;
+    }
+    EXPECT_GE(configurations, 1) << "head dims " << hqk << "/" << hv << ": no configuration ran";
   }
 }
 
@@ -172,6 +216,26 @@ TEST(GpuFlashErrors, RefusesF32AtHeadDim256) {
   expect_forward_refused_on_device(c, "f32 inputs at head dim 256");
 }
 
+// Under a causal or window mask, long sequences run their blocks longest first within sections of (batch, head)
+// pairs (scheduler.cuh). Each section size that divides B·N = 6, forced through ATTNLAB_FLASH_SECTION_HEADS, must
+// cover every block exactly once (poisoned outputs catch a block never run); causal, then a window.
+TEST(GpuFlashScheduling, EverySectionSizeCoversEveryBlock) {
+  ATTNLAB_REQUIRE_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  for (const char* size : {"1", "2", "3", "6"}) {
+    ScopedEnv section("ATTNLAB_FLASH_SECTION_HEADS", size);
+    SCOPED_TRACE(::testing::Message() << "section of " << size << " pairs");
+    Case c = flash_case(DType::bf16);
+    c.B = 2, c.T = 700, c.S = 900, c.N = 3, c.K = 3, c.Hqk = 64, c.Hv = 64;
+    c.mask.causal = true;
+    c.mask.align = attnlab::MaskAlign::bottom_right;
+    check_forward(c, rng);
+    c.mask.causal = false;
+    c.mask.window_left = 200, c.mask.window_right = 50;
+    check_forward(c, rng);
+  }
+}
+
 // The codelab's check: flash in f32 against the naive f32 chain on the GPU, allclose(atol = 1e-3), at its default
 // shape (4, 128, 8, 64); the harness's stricter criterion against the fp64 reference runs in the grid.
 TEST(GpuFlashF32, AllcloseToNaiveAtTheCodelabShape) {
@@ -203,6 +267,24 @@ TEST(GpuFlashErrors, RefusesStridesNotMultipleOf8) {
   Case c = tiny(DType::f16);
   c.k_layout = padded();
   expect_forward_refused_on_device(c, "multiple of 8");
+}
+
+// A grid of 2^31 blocks or more is refused before anything touches memory: the views point nowhere, and why_not
+// reads only shapes and strides. T = 2^29 rows in 32-row blocks, times 128 heads, is 2^31 blocks.
+TEST(GpuFlashErrors, RefusesGridsOf2To31Blocks) {
+  ATTNLAB_REQUIRE_GPU();
+  const std::int64_t T = std::int64_t(1) << 29, S = 64, N = 128, H = 64;
+  auto view = [&](std::uintptr_t at, std::int64_t rows) {
+    return attnlab::TensorView::contiguous(reinterpret_cast<void*>(at), DType::bf16, {1, rows, N, H}, Device::cuda);
+  };
+  attnlab::ForwardArgs args;
+  args.q = view(std::uintptr_t(1) << 44, T);
+  args.k = view(std::uintptr_t(2) << 44, S);
+  args.v = view(std::uintptr_t(3) << 44, S);
+  args.o = view(std::uintptr_t(4) << 44, T);
+  const auto why = attnlab::why_not("flash", args);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("below 2^31"), std::string::npos) << *why;
 }
 
 TEST(GpuFlashErrors, RefusesBackward) {

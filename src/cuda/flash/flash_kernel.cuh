@@ -47,14 +47,19 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
   const int kv_head = at.head / p.group;
   const auto* k = static_cast<const Element*>(p.k) + at.batch * p.k_stride_b + kv_head * p.k_stride_n;
   const auto* v = static_cast<const Element*>(p.v) + at.batch * p.v_stride_b + kv_head * p.v_stride_n;
-  OutputRows<Element> out{static_cast<Element*>(p.o) + at.batch * p.o_stride_b + at.head * p.o_stride_n,
-                          p.o_stride_t, nullptr, p.lse_stride_t};
-  if (p.lse != nullptr) out.lse = p.lse + at.batch * p.lse_stride_b + at.head * p.lse_stride_n;
+  // Built where it is used rather than held through the main loop: two pointers cost more registers than
+  // (batch, head).
+  auto output_rows = [&]() {
+    OutputRows<Element> out{static_cast<Element*>(p.o) + at.batch * p.o_stride_b + at.head * p.o_stride_n,
+                            p.o_stride_t, nullptr, p.lse_stride_t};
+    if (p.lse != nullptr) out.lse = p.lse + at.batch * p.lse_stride_b + at.head * p.lse_stride_n;
+    return out;
+  };
 
   const int valid_rows = min(kBlockM, q_len - m0);
   const BlockKeys keys = valid_rows > 0 ? block_keys(p.mask, m0, m0 + valid_rows - 1, q_len, kv_len) : BlockKeys{};
   if (valid_rows <= 0 || keys.empty()) {
-    Epilogue<Traits>::store_empty(out, m0, p.T, thread);
+    Epilogue<Traits>::store_empty(output_rows(), m0, p.T, thread);
     return;
   }
   const int tile_begin = keys.begin / kBlockN;
@@ -152,11 +157,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
     }
     softmax.step(s, o, to_log2);
     Mma::accumulate(o, s, v_tile(stage), p_tile, warp_row0, lane);
-    pipeline.release(step, lane);
+    pipeline.release(step);
     if constexpr (!TilePipeline<Traits>::kIssueAtStart) load_tile(step + kStages - 1);
   }
 
-  Epilogue<Traits>::store(o, softmax, smem, out, m0, p.T, q_len, warp, lane);
+  Epilogue<Traits>::store(o, softmax, smem, output_rows(), m0, p.T, q_len, warp, lane);
 }
 
 }  // namespace attnlab::cuda::flash

@@ -37,6 +37,9 @@ struct FlashParams {
   DType bias_dtype;
   const std::uint8_t* bool_mask;
   std::int64_t mod_stride_b, mod_stride_n, mod_stride_t;
+
+  // Banded masks: (batch, head) pairs per scheduling section, a divisor of B·N (scheduler.cuh).
+  int section_heads;
 };
 
 }  // namespace attnlab::cuda::flash

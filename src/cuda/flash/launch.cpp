@@ -30,16 +30,16 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
   return false;
 }
 
-bool launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, std::size_t smem_limit,
-                            int pick, cudaStream_t stream, bool launch) {
+bool launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, const LaunchLimits& limits,
+                    cudaStream_t stream, bool launch) {
 #define ATTNLAB_FLASH_HEAD_DIMS(HQK, HV)                                                        \
   if (head_qk == HQK && head_v == HV && dtype == DType::bf16)                                   \
-    return launch_forward<__nv_bfloat16, HQK, HV>(params, smem_limit, pick, stream, launch);   \
+    return launch_forward<__nv_bfloat16, HQK, HV>(params, limits, stream, launch);              \
   if (head_qk == HQK && head_v == HV && dtype == DType::f16)                                    \
-    return launch_forward<__half, HQK, HV>(params, smem_limit, pick, stream, launch);
+    return launch_forward<__half, HQK, HV>(params, limits, stream, launch);
 #define ATTNLAB_FLASH_F32_HEAD_DIMS(HQK, HV)                                                    \
   if (head_qk == HQK && head_v == HV && dtype == DType::f32)                                    \
-    return launch_forward<float, HQK, HV>(params, smem_limit, pick, stream, launch);
+    return launch_forward<float, HQK, HV>(params, limits, stream, launch);
 #include "cuda/flash/flash_instances.inc"
 #undef ATTNLAB_FLASH_HEAD_DIMS
 #undef ATTNLAB_FLASH_F32_HEAD_DIMS

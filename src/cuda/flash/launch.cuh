@@ -2,6 +2,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <type_traits>
 
 #include "core/error.h"
 #include "cuda/common/cuda_check.h"
@@ -34,25 +36,56 @@ bool launch_with(const FlashParams& p, cudaStream_t stream, bool launch) {
   return true;
 }
 
-// The first configuration that fits smem_limit, or with pick ≥ 0 the pick-th of the list (when it fits).
+// The first configuration that fits smem_bytes, or with pick ≥ 0 the pick-th of the list (when it fits).
 template <bool kModifiers, class Traits, class... Rest>
-bool launch_first_fitting(TypeList<Traits, Rest...>, const FlashParams& p, std::size_t smem_limit, int pick,
-                                  cudaStream_t stream, bool launch) {
-  if (std::size_t(Traits::kSmemBytes) <= smem_limit && pick <= 0)
+bool launch_first_fitting(TypeList<Traits, Rest...>, const FlashParams& p, std::size_t smem_bytes, int pick,
+                          cudaStream_t stream, bool launch) {
+  if (std::size_t(Traits::kSmemBytes) <= smem_bytes && pick <= 0)
     return launch_with<Traits, kModifiers>(p, stream, launch);
   if constexpr (sizeof...(Rest) > 0)
-    return launch_first_fitting<kModifiers>(TypeList<Rest...>{}, p, smem_limit, pick - 1, stream, launch);
+    return launch_first_fitting<kModifiers>(TypeList<Rest...>{}, p, smem_bytes, pick - 1, stream, launch);
   else
     return false;
 }
+template <bool kModifiers>
+bool launch_first_fitting(TypeList<>, const FlashParams&, std::size_t, int, cudaStream_t, bool) {
+  return false;
+}
+
+// Configs::SmallList where the head dims have one (tile_configs.h), else an empty list.
+template <class Configs, class = void>
+struct SmallProblemList {
+  using type = TypeList<>;
+};
+template <class Configs>
+struct SmallProblemList<Configs, std::void_t<typename Configs::SmallList>> {
+  using type = typename Configs::SmallList;
+};
+
+// Fewer blocks than SMs with the list's first (largest) query block: the GPU is mostly idle and the call's time
+// is one block's latency, which smaller blocks shorten.
+template <class Traits, class... Rest>
+bool leaves_sms_idle(TypeList<Traits, Rest...>, const FlashParams& p, int sm_count) {
+  const std::int64_t m_blocks = (std::int64_t(p.T) + Traits::kBlockM - 1) / Traits::kBlockM;
+  return m_blocks * p.N * p.B < sm_count;
+}
 
 template <class Element, int kHeadQK, int kHeadV>
-bool launch_forward(const FlashParams& params, std::size_t smem_limit, int pick, cudaStream_t stream,
-                            bool launch) {
+bool launch_forward(const FlashParams& params, const LaunchLimits& limits, cudaStream_t stream, bool launch) {
   using Configs = TileConfigs<Element, kHeadQK, kHeadV>;
-  if (params.softcap > 0.0f || params.bias != nullptr || params.bool_mask != nullptr)
-    return launch_first_fitting<true>(typename Configs::ModifierList{}, params, smem_limit, pick, stream, launch);
-  return launch_first_fitting<false>(typename Configs::List{}, params, smem_limit, pick, stream, launch);
+  using Small = typename SmallProblemList<Configs>::type;
+  const bool modified = params.softcap > 0.0f || params.bias != nullptr || params.bool_mask != nullptr;
+  if (limits.pick < 0 && leaves_sms_idle(typename Configs::List{}, params, limits.sm_count)) {
+    const bool launched =
+        modified ? launch_first_fitting<true>(Small{}, params, limits.smem_bytes, -1, stream, launch)
+                 : launch_first_fitting<false>(Small{}, params, limits.smem_bytes, -1, stream, launch);
+    if (launched) return true;
+  }
+  if (modified)
+    return launch_first_fitting<true>(typename Configs::ModifierList{}, params, limits.smem_bytes, limits.pick,
+                                      stream, launch);
+  return launch_first_fitting<false>(typename Configs::List{}, params, limits.smem_bytes, limits.pick, stream,
+                                     launch);
 }
 
 }  // namespace attnlab::cuda::flash

@@ -12,18 +12,25 @@
 
 namespace attnlab::cuda::flash {
 
-// Launches (Element, Hqk, Hv) on `stream` with the first configuration (tile_configs.h) whose shared memory
-// ≤ smem_limit, or with pick ≥ 0 the pick-th configuration of the list if it fits (benchmarks compare them).
-// Calls with a score modifier (softcap, bias, boolean mask) use the modifier list, whose kernels carry the extra
-// per-element work. Returns whether a configuration fits; with launch == false it only answers that.
+// What the device offers a launch, and the benchmarks' override.
+struct LaunchLimits {
+  std::size_t smem_bytes = 0;  // shared memory per block (the opt-in maximum, or ATTNLAB_FLASH_SMEM_LIMIT below it)
+  int sm_count = 0;            // a grid with fewer blocks than SMs takes the small-problem list, if there is one
+  int pick = -1;               // ≥ 0: the pick-th configuration of the list (ATTNLAB_FLASH_CONFIG), nothing else
+};
+
+// Launches (Element, Hqk, Hv) on `stream` with the first configuration (tile_configs.h) whose shared memory fits
+// limits.smem_bytes, or with limits.pick ≥ 0 the pick-th configuration of the list if it fits (benchmarks and
+// tests compare them). Calls with a score modifier (softcap, bias, boolean mask) use the modifier list, whose
+// kernels carry the extra per-element work; problems too small to fill the GPU use the small-problem list where
+// the head dims have one. Returns whether a configuration fits; with launch == false it only answers that.
 template <class Element, int kHeadQK, int kHeadV>
-bool launch_forward(const FlashParams& params, std::size_t smem_limit, int pick, cudaStream_t stream,
-                            bool launch);
+bool launch_forward(const FlashParams& params, const LaunchLimits& limits, cudaStream_t stream, bool launch);
 
 // Is (dtype, Hqk, Hv) instantiated?
 bool has_instance(DType dtype, int head_qk, int head_v);
 // The same dispatch at run time; throws Error(internal) for a missing instance (why_not() rules those out).
-bool launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, std::size_t smem_limit,
-                            int pick, cudaStream_t stream, bool launch);
+bool launch_forward(DType dtype, int head_qk, int head_v, const FlashParams& params, const LaunchLimits& limits,
+                    cudaStream_t stream, bool launch);
 
 }  // namespace attnlab::cuda::flash

@@ -2,10 +2,11 @@
 //   block barrier (default): at the top of every step, wait for this thread's copies and __syncthreads — every
 //     warp then sees the tile, and the slot the next load overwrites is free; warps run in lockstep.
 //   mbarriers: each slot has a "full" barrier (every thread arrives when its copies of the tile have landed) and an
-//     "empty" one (every warp arrives when it has read the tile). A warp waits only for the tile it needs, and
-//     before refilling a slot only for the warps still reading it, so warps drift apart by up to a tile and one
-//     warp's softmax can overlap another's MMAs. Loads are issued at the end of a step, so 3 stages keep a tile
-//     of prefetch.
+//     "empty" one (every thread arrives when it has read the tile, so that each thread's reads are ordered before
+//     the refill by its own release, not through a warp barrier and one lane's arrival). A warp waits only for the
+//     tile it needs, and before refilling a slot only for the warps still reading it, so warps drift apart by up
+//     to a tile and one warp's softmax can overlap another's MMAs. Loads are issued at the end of a step, so
+//     3 stages keep a tile of prefetch.
 // The kernel calls: init, then issue() for the first kStages − 1 tiles, then per step acquire(), [issue() at the
 // start], compute, release(), [issue() at the end] — kIssueAtStart says which.
 #pragma once
@@ -31,7 +32,7 @@ struct TilePipeline<Traits, false> {
     ptx::cp_async_wait<Traits::kStages - 2>();
     __syncthreads();  // the tile is in shared memory for everyone, and the previous tile's slot is free
   }
-  __device__ __forceinline__ void release(int, int) {}
+  __device__ __forceinline__ void release(int) {}
 };
 
 template <class Traits>
@@ -46,21 +47,18 @@ struct TilePipeline<Traits, true> {
     if (thread == 0)
       for (int s = 0; s < kStages; ++s) {
         ptx::mbarrier_init(full + 8 * s, Traits::kThreads);
-        ptx::mbarrier_init(empty + 8 * s, Traits::kWarps);
+        ptx::mbarrier_init(empty + 8 * s, Traits::kThreads);
       }
     __syncthreads();
   }
-  // Tile t (counted from the block's first) reuses slot t % kStages once every warp has read tile t − kStages.
+  // Tile t (counted from the block's first) reuses slot t % kStages once every thread has read tile t − kStages.
   __device__ __forceinline__ void before_issue(int t) {
     if (t >= kStages) ptx::mbarrier_wait(empty + 8 * (t % kStages), ((t / kStages) - 1) & 1);
   }
   __device__ __forceinline__ void after_issue(int t) { ptx::mbarrier_cp_async_arrive(full + 8 * (t % kStages)); }
   __device__ __forceinline__ void nothing_to_issue() {}
   __device__ __forceinline__ void acquire(int t) { ptx::mbarrier_wait(full + 8 * (t % kStages), (t / kStages) & 1); }
-  __device__ __forceinline__ void release(int t, int lane) {
-    __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(empty + 8 * (t % kStages));
-  }
+  __device__ __forceinline__ void release(int t) { ptx::mbarrier_arrive(empty + 8 * (t % kStages)); }
 };
 
 }  // namespace attnlab::cuda::flash

@@ -1,6 +1,15 @@
-// Which work a thread block does. The grid is (query blocks, heads, batches); with a causal or windowed mask the
-// query blocks run last-first, so the blocks with the most key tiles start first and the short ones fill the tail.
+// Which work a thread block does. The grid is (query blocks, heads, batches), and the GPU starts blocks in the
+// order of their linear index (x fastest). Blocks run longest first (LPT) within sections of (batch, head) pairs:
+//   section s covers pairs [s·G, (s + 1)·G); inside it the last query block of every pair comes first, then the
+//   one before it, and so on.
+// G comes from the host (flash_path.cpp). With G = 1 (no band, or short sequences) a head's query blocks run side
+// by side, last first, sharing its K and V in L2; under a causal or window mask, where query blocks differ in
+// length, longer sequences take G > 1 pairs whose K and V fit in L2, so that the short blocks of every head fill
+// the tail instead of one long block running alone at the end. One mapping for every case, without a branch: a
+// second one cost registers that the kernels with score modifiers do not have.
 #pragma once
+
+#include <cstdint>
 
 #include "cuda/flash/flash_params.h"
 
@@ -11,9 +20,11 @@ struct BlockCoord {
 };
 
 __device__ __forceinline__ BlockCoord block_coord(const FlashParams& p) {
-  const bool banded = p.mask.causal || p.mask.window_right >= 0 || p.mask.window_left >= 0;
-  const int m_block = banded ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  return {m_block, int(blockIdx.y), int(blockIdx.z)};
+  const unsigned m_blocks = gridDim.x, group = unsigned(p.section_heads);  // grid < 2^31 blocks (flash_path.cpp)
+  const unsigned linear = blockIdx.x + m_blocks * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned section = linear / (group * m_blocks), within = linear - section * group * m_blocks;
+  const unsigned pair = section * group + within % group;  // batch · N + head
+  return {int(m_blocks - 1 - within / group), int(pair % unsigned(p.N)), int(pair / unsigned(p.N))};
 }
 
 // A per-batch length from the device, clamped to [0, full] so that a bad value cannot send a load out of bounds.

@@ -8,6 +8,11 @@
 // dim 64. From 96 up only 8 warps × 16 rows fit the O accumulator. At 128, 8 warps in one block per SM run in
 // lockstep under a per-step block barrier; per-slot mbarriers (pipeline.cuh) let them drift apart and overlap
 // one warp's softmax with another's MMAs: +9 % over the barrier version with 128-key tiles (355 vs 326 TFLOP/s).
+// At 64 the mbarrier version gained 1–2 % under causal masks but is not listed: compute-sanitizer's racecheck
+// reports hazards in it that it does not report for the Hqk 128 ones (docs/perf-notes.md, v4b), and a kernel
+// ships only when the sanitizers are clean. SmallList (optional): for grids that leave SMs idle
+// with the list's first configuration, where one block's latency is the call's time; at 64, 64-row blocks halve
+// it per warp and double the blocks (the codelab's default shape: 4.3 vs 5.6 µs per call under graph replay).
 #pragma once
 
 #include "cuda/flash/kernel_traits.h"
@@ -19,7 +24,7 @@ struct TypeList {};
 
 // List: calls without score modifiers. ModifierList: calls with softcap, bias or a boolean mask, whose per-element
 // loads and tanh need registers; where the plain list's best configuration would spill with them, the modifier
-// list starts lower.
+// list starts lower. SmallList: both kinds of call, when the problem is small (launch.cuh).
 //                                   Element Hqk  Hv   BM   BN  warps stages Q in regs [blocks/SM]
 template <class E, int kHeadQK, int kHeadV>
 struct TileConfigs;
@@ -32,6 +37,7 @@ template <class E>
 struct TileConfigs<E, 64, 64> {
   using List = TypeList<KernelTraits<E, 64, 64, 128, 64, 4, 2, false>>;     // 48 KB, 32 rows per warp
   using ModifierList = List;
+  using SmallList = TypeList<KernelTraits<E, 64, 64, 64, 64, 4, 2, true>>;  // 40 KB, 16 rows per warp
 };
 template <class E>
 struct TileConfigs<E, 96, 96> {
@@ -62,7 +68,9 @@ struct TileConfigs<E, 256, 256> {
   using List = TypeList<KernelTraits<E, 256, 256, 128, 64, 8, 2, false>,    // 192 KB
                         KernelTraits<E, 256, 256, 128, 32, 8, 2, false>,    // 128 KB
                         KernelTraits<E, 256, 256, 64, 16, 4, 2, false>>;    // 64 KB
-  using ModifierList = List;
+  // With modifiers the 64-key tile spilled 220 bytes on sm_80.
+  using ModifierList = TypeList<KernelTraits<E, 256, 256, 128, 32, 8, 2, false>,
+                                KernelTraits<E, 256, 256, 64, 16, 4, 2, false>>;
 };
 
 // f32 (3xTF32: three MMAs per product, plus the P staging rows) is the accurate path, not the fast one: one
