@@ -114,10 +114,7 @@ INSTANTIATE_TEST_SUITE_P(OtherHeadDims, GpuForwardGrid,
 using PathDtype = std::tuple<std::string, DType>;
 class GpuFeatures : public ::testing::TestWithParam<PathDtype> {
  protected:
-  void SetUp() override {
-    const std::string why = gpu_unavailable();
-    if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
-  }
+  void SetUp() override { ATTNLAB_REQUIRE_GPU(); }
   bool is_cudnn() const { return std::get<0>(GetParam()) == "cudnn"; }
   bool aligned_rows() const { return path_needs_aligned_rows(std::get<0>(GetParam())); }
   Case base() const {
@@ -248,10 +245,7 @@ INSTANTIATE_TEST_SUITE_P(GpuPaths, GpuBackward, ::testing::ValuesIn(supported_pa
 // cuda-naive alone: the features cudnn refuses, and Hv ≠ Hqk at odd sizes.
 class GpuNaiveOnly : public ::testing::TestWithParam<DType> {
  protected:
-  void SetUp() override {
-    const std::string why = gpu_unavailable();
-    if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
-  }
+  void SetUp() override { ATTNLAB_REQUIRE_GPU(); }
 };
 
 TEST_P(GpuNaiveOnly, SoftcapBiasBoolMaskOddSizes) {

@@ -48,10 +48,7 @@ bool flash_accepts(const Case& c, Rng& rng) {
 
 class GpuFlash : public ::testing::TestWithParam<DType> {
  protected:
-  void SetUp() override {
-    const std::string why = gpu_unavailable();
-    if (!why.empty()) GTEST_SKIP() << "GPU test skipped: " << why;
-  }
+  void SetUp() override { ATTNLAB_REQUIRE_GPU(); }
 };
 
 TEST_P(GpuFlash, SoftcapBiasBoolMaskOddSizes) {
