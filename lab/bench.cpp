@@ -1,7 +1,7 @@
 // attnlab bench — the codelab's timing step: each path at a shape (the codelab default (4, 128, 8, 64) unless
 // flags say otherwise) or at every workload of a file (bench/workloads.json: DESIGN §5's shapes, forward and
-// backward), timed the lab's way (timing.h), with TFLOP/s, GB/s, the first call at the new shape, and the
-// path's workspace. Rows go to the terminal as a table, with --jsonl to a file peers' rows can join, and with
+// backward), timed the lab's way (timing.h), with TFLOP/s, GB/s, the first call at the new shape, the host's
+// time to issue one call (GPU paths: a call is launch-bound when it is near the median) and the path's workspace. Rows go to the terminal as a table, with --jsonl to a file peers' rows can join, and with
 // --report to a report. --graph adds, for each CUDA path, a row timed from CUDA-graph replays (the launch floor).
 #include <algorithm>
 #include <cmath>
@@ -65,9 +65,10 @@ std::vector<Workload> load_workloads(const std::string& file) {
 std::vector<std::string> bench_paths(attnlab::Device device) { return available_paths(device); }
 
 std::vector<std::string> table_cells(const std::string& label, const std::string& path, const ResultRow& row) {
-  if (!row.ok) return {label, path, "did not run", "", "", "", "", "", row.note.substr(0, 80)};
+  if (!row.ok) return {label, path, "did not run", "", "", "", "", "", "", row.note.substr(0, 80)};
   return {label, path, fmt_opt(row.ms_median, "{:.4f}"), fmt_opt(row.ms_min, "{:.4f}"), fmt_opt(row.ms_max, "{:.4f}"),
           fmt_opt(row.tflops, "{:.1f}"), fmt_opt(row.gbps, "{:.0f}"), fmt_opt(row.first_call_ms, "{:.2f}"),
+          fmt_opt(row.host_ms, "{:.4f}"),
           fmt_opt(row.workspace_bytes ? std::optional<double>(*row.workspace_bytes / (1 << 20)) : std::nullopt,
                   "{:.1f}")};
 }
@@ -96,7 +97,8 @@ Outcome run_bench(const BenchOptions& flags) {
   };
   std::vector<std::string> not_graphed;  // --graph: paths that are not CUDA paths, named once in a note
   Table table("Time per call (median of groups; CUDA events on a GPU, steady clock on the CPU)");
-  table.columns({"workload", "path", "ms median", "min", "max", "TFLOP/s", "GB/s", "first call ms", "workspace MiB"});
+  table.columns({"workload", "path", "ms median", "min", "max", "TFLOP/s", "GB/s", "first call ms", "host ms",
+                 "workspace MiB"});
   for (const Workload& w : workloads) {
     const std::string label =
         fmt::format("{} {} B={} T={} S={} N={}/{} H={}{}{}", w.backward ? "bwd" : "fwd", attnlab::to_string(w.dtype),

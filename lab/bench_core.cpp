@@ -80,6 +80,7 @@ ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device 
     row.tflops = attention_flops(w.B, w.N, w.T, w.S, w.Hqk, w.causal, w.backward) / (t.ms_median * 1e-3) / 1e12;
     row.gbps = io_bytes(w) / (t.ms_median * 1e-3) / 1e9;
     row.first_call_ms = t.first_call_ms;
+    if (device == attnlab::Device::cuda) row.host_ms = t.host_ms_median;
     row.workspace_bytes = double(info.workspace_bytes);
     row.ok = true;
     row.note = fmt::format("{} input set{}", sets, sets > 1 ? "s" : "");

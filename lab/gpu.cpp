@@ -1,5 +1,6 @@
 #include "gpu.h"
 
+#include <chrono>
 #include <utility>
 
 #include <fmt/format.h>
@@ -94,15 +95,18 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
   check(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy from the GPU");
 }
 
-double time_calls_ms(const std::function<void(int)>& fn, int first, int calls, int device) {
+CallTimes time_calls(const std::function<void(int)>& fn, int first, int calls, int device) {
   check(cudaSetDevice(device), "cudaSetDevice");
   cudaEvent_t start = nullptr, stop = nullptr;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
   float ms = 0.0f;
+  CallTimes times;
   try {
     check(cudaEventRecord(start, nullptr), "cudaEventRecord");
+    const auto issue = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) fn(first + i);
+    times.host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - issue).count();
     check(cudaEventRecord(stop, nullptr), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "cudaEventSynchronize");
     check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
@@ -113,7 +117,8 @@ double time_calls_ms(const std::function<void(int)>& fn, int first, int calls, i
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return ms;
+  times.device_ms = ms;
+  return times;
 }
 
 void synchronize(int device) {
@@ -218,7 +223,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&&) noexcept = default;
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&&) noexcept = default;
 void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
-double time_calls_ms(const std::function<void(int)>&, int, int, int) { no_cuda(); }
+CallTimes time_calls(const std::function<void(int)>&, int, int, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
 GraphCapture::GraphCapture(int) { no_cuda(); }
 GraphCapture::~GraphCapture() = default;

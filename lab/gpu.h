@@ -53,9 +53,14 @@ class DeviceBuffer {
   int device_ = 0;
 };
 
-// Device milliseconds for `calls` back-to-back calls fn(first), fn(first + 1), ...: CUDA events recorded on the
-// legacy default stream (the stream of a Context nobody gave another) before the first and after the last call.
-double time_calls_ms(const std::function<void(int)>& fn, int first, int calls, int device = 0);
+// `calls` back-to-back calls fn(first), fn(first + 1), ...: device milliseconds between CUDA events recorded on the
+// legacy default stream (the stream of a Context nobody gave another) before the first and after the last call,
+// and the host's milliseconds to issue them. When the host's time is the larger, the calls are launch-bound: the
+// GPU waits for work and the device time measures the host.
+struct CallTimes {
+  double device_ms = 0, host_ms = 0;
+};
+CallTimes time_calls(const std::function<void(int)>& fn, int first, int calls, int device = 0);
 
 // A CUDA graph of library calls, for timing replays (the launch floor). It owns a stream for the library to run on
 // (a Context's set_stream), because the legacy default stream cannot be captured; the stream is a blocking one, so

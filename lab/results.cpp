@@ -42,6 +42,7 @@ std::string to_json_line(const ResultRow& r) {
   j["note"] = r.note;
   if (r.direction) j["direction"] = *r.direction;
   if (r.first_call_ms) j["first_call_ms"] = number_or_null(r.first_call_ms);
+  if (r.host_ms) j["host_ms"] = number_or_null(r.host_ms);
   if (r.workspace_bytes) j["workspace_bytes"] = number_or_null(r.workspace_bytes);
   if (r.graph) j["graph"] = *r.graph;
   // Replace invalid UTF-8 instead of throwing: notes carry library messages verbatim.

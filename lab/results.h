@@ -24,6 +24,7 @@ struct ResultRow {
   // Extras after the shared keys, written only when set.
   std::optional<std::string> direction;       // "fwd" / "bwd" (bench)
   std::optional<double> first_call_ms;        // the first call at a new shape (plan builds included)
+  std::optional<double> host_ms;              // GPU paths: the host's time to issue one call (launch cost)
   std::optional<double> workspace_bytes;      // scratch memory the path used
   std::optional<bool> graph;                  // true: timed as CUDA-graph replays (bench/sweep --graph)
 };

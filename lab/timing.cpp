@@ -15,6 +15,11 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+double median_of_sorted(const std::vector<double>& v) {
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 void finish(attnlab::Device device) {
   if (device == attnlab::Device::cuda) gpu::synchronize();
 }
@@ -41,10 +46,12 @@ Timing measure(attnlab::Device device, const std::function<void(int)>& fn, Timin
   while (index <= plan.warmup || (ms_since(warm) < plan.warmup_ms && index < 1000000)) fn(index++);
   finish(device);
 
-  std::vector<double> per_call;
+  std::vector<double> per_call, host_per_call;
   for (int g = 0; g < plan.groups; ++g, index += plan.repeats) {
     if (device == attnlab::Device::cuda) {
-      per_call.push_back(gpu::time_calls_ms(fn, index, plan.repeats) / plan.repeats);
+      const gpu::CallTimes times = gpu::time_calls(fn, index, plan.repeats);
+      per_call.push_back(times.device_ms / plan.repeats);
+      host_per_call.push_back(times.host_ms / plan.repeats);
     } else {
       const auto start = Clock::now();
       for (int i = 0; i < plan.repeats; ++i) fn(index + i);
@@ -54,8 +61,11 @@ Timing measure(attnlab::Device device, const std::function<void(int)>& fn, Timin
   std::sort(per_call.begin(), per_call.end());
   t.ms_min = per_call.front();
   t.ms_max = per_call.back();
-  const std::size_t n = per_call.size();
-  t.ms_median = n % 2 ? per_call[n / 2] : 0.5 * (per_call[n / 2 - 1] + per_call[n / 2]);
+  t.ms_median = median_of_sorted(per_call);
+  if (!host_per_call.empty()) {
+    std::sort(host_per_call.begin(), host_per_call.end());
+    t.host_ms_median = median_of_sorted(host_per_call);
+  }
   return t;
 }
 

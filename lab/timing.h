@@ -19,6 +19,8 @@ struct TimingPlan {
 struct Timing {
   double ms_median = 0, ms_min = 0, ms_max = 0;  // per call
   double first_call_ms = 0;  // the very first call at this shape, host clock until done (plan builds show here)
+  // On a GPU: the host's time to issue one call (median over groups). Near ms_median, the calls are launch-bound.
+  double host_ms_median = 0;
 };
 
 // Times fn(i). Throws whatever fn throws (e.g. attnlab::Error when a path refuses).
