@@ -1,5 +1,8 @@
 // forward() / backward(): validate, choose a path (forced or auto), run it, report which one ran.
+#include <algorithm>
+#include <array>
 #include <new>
+#include <utility>
 #include <string>
 
 #include "attnlab/version.h"
@@ -39,19 +42,26 @@ const core::Path& choose(const std::string& name, const core::Problem& problem) 
                  *why);
     return *path;
   }
-  const core::Path* best = nullptr;
-  std::string reasons;
-  for (const core::Path* path : core::registered_paths()) {
-    if (auto why = reason_against(*path, problem)) {
-      reasons += fmt::format("\n  {}: {}", path->name(), *why);
-      continue;
+  // Highest rank first, registration order among equals; the first that can run the call wins, so a call asks
+  // only the paths ranked above the one that runs it (a refusal can cost as much as the call: cudnn builds a plan).
+  const auto& paths = core::registered_paths();
+  std::array<const core::Path*, 16> ranked{};
+  std::array<int, 16> rank{};
+  const std::size_t n = paths.size();
+  if (n > ranked.size()) core::fail(ErrorCode::internal, "auto: more than {} registered paths", ranked.size());
+  for (std::size_t i = 0; i < n; ++i) ranked[i] = paths[i], rank[i] = paths[i]->auto_rank(problem);
+  for (std::size_t i = 1; i < n; ++i)  // insertion sort: stable, and n is a handful
+    for (std::size_t j = i; j > 0 && rank[j] > rank[j - 1]; --j) {
+      std::swap(ranked[j], ranked[j - 1]);
+      std::swap(rank[j], rank[j - 1]);
     }
-    if (best == nullptr || path->auto_rank(problem) > best->auto_rank(problem)) best = path;
-  }
-  if (best == nullptr)
-    core::fail(ErrorCode::unsupported, "auto: no path in this build can run this {} call:{}",
-               direction_name(problem.direction), reasons);
-  return *best;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!reason_against(*ranked[i], problem)) return *ranked[i];
+  std::string reasons;
+  for (const core::Path* path : paths)
+    if (auto why = reason_against(*path, problem)) reasons += fmt::format("\n  {}: {}", path->name(), *why);
+  core::fail(ErrorCode::unsupported, "auto: no path in this build can run this {} call:{}",
+             direction_name(problem.direction), reasons);
 }
 
 RunInfo run(Context& ctx, const core::Problem& problem, const std::string& path_name) {

@@ -2,6 +2,8 @@
 #include "core/validate.h"
 
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <cmath>
 #include <cstdint>
 #include <utility>
@@ -55,13 +57,17 @@ ByteRange check_tensor(const char* name, const TensorView& t, int rank, const ch
 }
 
 // An output must not have two indices sharing one element (e.g. a zero stride on a dimension of size > 1).
+// Runs on every call, so without heap allocations (like the range lists below): the host's cost per call is part
+// of a small call's time.
 void check_no_self_overlap(const char* name, const TensorView& t) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims;  // (stride, extent)
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims;  // (stride, extent)
+  int n = 0;
   for (int d = 0; d < t.rank; ++d)
-    if (t.shape[d] > 1) dims.emplace_back(t.strides[d], t.shape[d]);
-  std::sort(dims.begin(), dims.end());
+    if (t.shape[d] > 1) dims[std::size_t(n++)] = {t.strides[d], t.shape[d]};
+  std::sort(dims.begin(), dims.begin() + n);
   std::int64_t reach = 0;  // largest offset reachable by the smaller-stride dimensions
-  for (auto [stride, extent] : dims) {
+  for (int i = 0; i < n; ++i) {
+    const auto [stride, extent] = dims[std::size_t(i)];
     if (stride <= reach) invalid("{}: output strides make distinct elements share memory", name);
     reach += stride * (extent - 1);
   }
@@ -73,10 +79,31 @@ struct NamedRange {
   Device device;
 };
 
+// The inputs or the outputs of one call: at most q, k, v, o, d_o, lse, the two length tensors and a bias or mask.
+class RangeList {
+ public:
+  RangeList() = default;
+  RangeList(std::initializer_list<NamedRange> ranges) {
+    for (const NamedRange& r : ranges) push_back(r);
+  }
+  void push_back(const NamedRange& r) {
+    if (size_ == items_.size()) fail(ErrorCode::internal, "validate: more than {} tensors in a call", items_.size());
+    items_[size_++] = r;
+  }
+  const NamedRange* begin() const { return items_.data(); }
+  const NamedRange* end() const { return items_.data() + size_; }
+  std::size_t size() const { return size_; }
+  const NamedRange& operator[](std::size_t i) const { return items_[i]; }
+
+ private:
+  std::array<NamedRange, 10> items_{};
+  std::size_t size_ = 0;
+};
+
 bool intersects(const ByteRange& a, const ByteRange& b) { return a.begin < b.end && b.begin < a.end; }
 
 // Outputs must not overlap inputs or each other: a path may write an output before it has read every input.
-void check_no_aliasing(const std::vector<NamedRange>& inputs, const std::vector<NamedRange>& outputs) {
+void check_no_aliasing(const RangeList& inputs, const RangeList& outputs) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     for (const auto& in : inputs)
       if (in.device == outputs[i].device && intersects(in.range, outputs[i].range))
@@ -125,7 +152,7 @@ ByteRange check_bias(const char* name, const TensorView& t, const Problem& p) {
 
 // Checks shared by forward and backward; fills dims, dtype, device, scale and options.
 Problem check_common(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& o,
-                     const Options& options, std::vector<NamedRange>& inputs) {
+                     const Options& options, RangeList& inputs) {
   Problem p;
   inputs.push_back({"q", check_tensor("q", q, 4, "(B, T, N, Hqk)"), q.device});
   inputs.push_back({"k", check_tensor("k", k, 4, "(B, S, K, Hqk)"), k.device});
@@ -231,10 +258,10 @@ void check_like(const char* name, const TensorView& t, const TensorView& like, c
 }  // namespace
 
 Problem validate(const ForwardArgs& a) {
-  std::vector<NamedRange> inputs;
+  RangeList inputs;
   Problem p = check_common(a.q, a.k, a.v, a.o, a.options, inputs);
   p.direction = Direction::forward;
-  std::vector<NamedRange> outputs = {{"o", check_tensor("o", a.o, 4, "(B, T, N, Hv)"), a.o.device}};
+  RangeList outputs = {{"o", check_tensor("o", a.o, 4, "(B, T, N, Hv)"), a.o.device}};
   check_no_self_overlap("o", a.o);
   if (!a.lse.empty()) {
     outputs.push_back({"lse", check_lse("lse", a.lse, p), a.lse.device});
@@ -246,7 +273,7 @@ Problem validate(const ForwardArgs& a) {
 }
 
 Problem validate(const BackwardArgs& a) {
-  std::vector<NamedRange> inputs;
+  RangeList inputs;
   Problem p = check_common(a.q, a.k, a.v, a.o, a.options, inputs);
   p.direction = Direction::backward;
   if (!is_float_dtype(p.dtype)) invalid("backward needs f32, f16 or bf16 inputs, got {}", to_string(p.dtype));
@@ -257,7 +284,7 @@ Problem validate(const BackwardArgs& a) {
   if (a.lse.empty()) invalid("backward needs the forward call's lse (B, N, T)");
   inputs.push_back({"lse", check_lse("lse", a.lse, p), a.lse.device});
 
-  std::vector<NamedRange> outputs;
+  RangeList outputs;
   const std::pair<const char*, const TensorView*> grads[] = {{"dq", &a.dq}, {"dk", &a.dk}, {"dv", &a.dv}};
   const std::pair<const char*, const TensorView*> likes[] = {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}};
   for (int i = 0; i < 3; ++i) {

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -30,7 +32,14 @@ int device_count() {
   return count;
 }
 
+// Every call asks for its device's properties, so the common case reads one atomic pointer: the first call per
+// device fills the cache under the mutex and publishes the entry (map nodes do not move).
 const DeviceProperties& device_properties(int index) {
+  constexpr int kFastDevices = 64;
+  static std::array<std::atomic<const DeviceProperties*>, kFastDevices> published{};
+  const bool fast = index >= 0 && index < kFastDevices;
+  if (fast)
+    if (const DeviceProperties* known = published[std::size_t(index)].load(std::memory_order_acquire)) return *known;
   static std::mutex mutex;
   static std::map<int, DeviceProperties> cache;
   std::lock_guard lock(mutex);
@@ -52,7 +61,9 @@ const DeviceProperties& device_properties(int index) {
   p.global_memory_bytes = prop.totalGlobalMem;
   cudaDriverGetVersion(&p.driver_version);
   cudaRuntimeGetVersion(&p.runtime_version);
-  return cache.emplace(index, p).first->second;
+  const DeviceProperties& entry = cache.emplace(index, p).first->second;
+  if (fast) published[std::size_t(index)].store(&entry, std::memory_order_release);
+  return entry;
 }
 
 DeviceGuard::DeviceGuard(int index) {

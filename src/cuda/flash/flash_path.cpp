@@ -6,7 +6,11 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <string_view>
+
+#include <unistd.h>  // environ
 
 #include <fmt/format.h>
 
@@ -31,25 +35,47 @@ struct State : PathState {
   Workspace workspace;  // per-batch lengths copied to the device
 };
 
-// What a launch may use: the device's shared memory, lowered by ATTNLAB_FLASH_SMEM_LIMIT (bytes) so that the
-// configurations meant for smaller GPUs (≤ 99 KB on sm_86/sm_89) run and are tested on large ones; its SM count;
-// and ATTNLAB_FLASH_CONFIG (an index into tile_configs.h's list) to time or test one configuration alone.
-long long env_integer(const char* name, long long fallback) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return fallback;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  return *end == '\0' && v >= 0 ? v : fallback;
+// The tuning variables (README), read in one pass over the environment at each call: getenv would scan it once
+// per name, and a small call's host time is most of its time (docs/perf-notes.md).
+//   ATTNLAB_FLASH_SMEM_LIMIT (bytes) lowers the shared memory a launch may use, so that the configurations meant
+//     for smaller GPUs (≤ 99 KB on sm_86/sm_89) run and are tested on large ones;
+//   ATTNLAB_FLASH_CONFIG (an index into tile_configs.h's list) times or tests one configuration alone;
+//   ATTNLAB_FLASH_SECTION_HEADS sets the scheduler's section size (below).
+// A value that is not a non-negative integer is ignored.
+struct Tuning {
+  long long smem_limit = -1, config = -1, section_heads = 0;
+};
+
+Tuning read_tuning() {
+  constexpr std::string_view kPrefix = "ATTNLAB_FLASH_";
+  Tuning t;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    // The first character rules out nearly every entry (a third of the cost of comparing prefixes).
+    if ((*entry)[0] != kPrefix[0] || std::strncmp(*entry, kPrefix.data(), kPrefix.size()) != 0) continue;
+    const std::string_view e = *entry;
+    const std::size_t eq = e.find('=');
+    if (eq == std::string_view::npos || eq + 1 == e.size()) continue;
+    const std::string_view name = e.substr(kPrefix.size(), eq - kPrefix.size());
+    char* end = nullptr;
+    const long long v = std::strtoll(e.data() + eq + 1, &end, 10);
+    if (*end != '\0' || v < 0) continue;
+    if (name == "SMEM_LIMIT") t.smem_limit = v;
+    else if (name == "CONFIG") t.config = v;
+    else if (name == "SECTION_HEADS") t.section_heads = v;
+  }
+  return t;
 }
 
-LaunchLimits launch_limits(int device) {
+// What a launch may use: the device's shared memory (or the tuning limit below it), its SM count, and the
+// configuration index when one is forced.
+LaunchLimits launch_limits(int device, const Tuning& tuning) {
   const DeviceProperties& dev = device_properties(device);
   LaunchLimits t;
   t.smem_bytes = dev.shared_memory_per_block_optin;
   t.sm_count = dev.sm_count;
-  const long long limit = env_integer("ATTNLAB_FLASH_SMEM_LIMIT", -1);
-  if (limit >= 0 && std::size_t(limit) < t.smem_bytes) t.smem_bytes = std::size_t(limit);
-  t.pick = int(env_integer("ATTNLAB_FLASH_CONFIG", -1));
+  if (tuning.smem_limit >= 0 && std::size_t(tuning.smem_limit) < t.smem_bytes)
+    t.smem_bytes = std::size_t(tuning.smem_limit);
+  t.pick = int(tuning.config);
   return t;
 }
 
@@ -60,10 +86,9 @@ LaunchLimits launch_limits(int device) {
 // small and a section is one pair, each head's blocks side by side (measured on the H200: longest-first across
 // heads gained 2–4 % at T = 2k–8k but lost 1–4 % at T = 512). ATTNLAB_FLASH_SECTION_HEADS overrides the size
 // when it divides B·N (tests and tuning).
-int section_heads(const core::Problem& p, std::size_t l2_bytes) {
+int section_heads(const core::Problem& p, std::size_t l2_bytes, long long forced) {
   const auto& d = p.dims;
   const std::int64_t heads = d.B * d.N;
-  const long long forced = env_integer("ATTNLAB_FLASH_SECTION_HEADS", 0);
   if (forced > 0 && heads % forced == 0) return int(forced);
   const bool banded = p.mask.causal || p.mask.window_left >= 0 || p.mask.window_right >= 0;
   if (!banded || d.T < 16 * 128) return 1;
@@ -92,7 +117,7 @@ std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
   return std::nullopt;
 }
 
-FlashParams make_params(const core::Problem& p, const DeviceSeqlens& lengths) {
+FlashParams make_params(const core::Problem& p, const DeviceSeqlens& lengths, const Tuning& tuning) {
   FlashParams f{};
   f.q = p.q.data, f.k = p.k.data, f.v = p.v.data, f.o = p.o.data;
   f.q_stride_b = p.q.strides[0], f.q_stride_t = p.q.strides[1], f.q_stride_n = p.q.strides[2];
@@ -115,7 +140,7 @@ FlashParams make_params(const core::Problem& p, const DeviceSeqlens& lengths) {
   f.bias_dtype = mod.bias_dtype;
   f.bool_mask = mod.bool_mask;
   f.mod_stride_b = mod.stride_b, f.mod_stride_n = mod.stride_n, f.mod_stride_t = mod.stride_t;
-  f.section_heads = section_heads(p, device_properties(p.device_index).l2_bytes);
+  f.section_heads = section_heads(p, device_properties(p.device_index).l2_bytes, tuning.section_heads);
   return f;
 }
 
@@ -153,8 +178,10 @@ class FlashPath final : public core::Path {
     const std::pair<const char*, const TensorView*> views[] = {{"q", &p.q}, {"k", &p.k}, {"v", &p.v}, {"o", &p.o}};
     for (auto [name, t] : views)
       if (auto why = layout_rule(name, *t)) return why;
-    const LaunchLimits limits = launch_limits(p.device_index);
-    if (!launch_forward(p.dtype, int(d.Hqk), int(d.Hv), make_params(p, DeviceSeqlens{}), limits, nullptr, false))
+    const Tuning tuning = read_tuning();
+    const LaunchLimits limits = launch_limits(p.device_index, tuning);
+    if (!launch_forward(p.dtype, int(d.Hqk), int(d.Hv), make_params(p, DeviceSeqlens{}, tuning), limits, nullptr,
+                        false))
       return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem_bytes,
                          limits.pick >= 0 ? fmt::format(" as configuration {}", limits.pick) : "");
     return std::nullopt;
@@ -183,8 +210,9 @@ class FlashPath final : public core::Path {
     } else {
       ctx.last_workspace_bytes = 0;
     }
-    const LaunchLimits limits = launch_limits(p.device_index);
-    if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), make_params(p, lengths), limits, stream,
+    const Tuning tuning = read_tuning();
+    const LaunchLimits limits = launch_limits(p.device_index, tuning);
+    if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), make_params(p, lengths, tuning), limits, stream,
                         true))  // only if the tuning variables changed since why_not()
       core::fail(ErrorCode::unsupported, "flash: no tile configuration fits {} bytes of shared memory",
                  limits.smem_bytes);
