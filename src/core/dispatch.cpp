@@ -1,8 +1,8 @@
 // forward() / backward(): validate, choose a path (forced or auto), run it, report which one ran.
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <new>
-#include <utility>
 #include <string>
 
 #include "attnlab/version.h"
@@ -44,19 +44,21 @@ const core::Path& choose(const std::string& name, const core::Problem& problem) 
   }
   // Highest rank first, registration order among equals; the first that can run the call wins, so a call asks
   // only the paths ranked above the one that runs it (a refusal can cost as much as the call: cudnn builds a plan).
+  struct Candidate {
+    int rank;
+    std::size_t order;  // registration order breaks ties
+    const core::Path* path;
+  };
   const auto& paths = core::registered_paths();
-  std::array<const core::Path*, 16> ranked{};
-  std::array<int, 16> rank{};
+  std::array<Candidate, 16> ranked{};
   const std::size_t n = paths.size();
   if (n > ranked.size()) core::fail(ErrorCode::internal, "auto: more than {} registered paths", ranked.size());
-  for (std::size_t i = 0; i < n; ++i) ranked[i] = paths[i], rank[i] = paths[i]->auto_rank(problem);
-  for (std::size_t i = 1; i < n; ++i)  // insertion sort: stable, and n is a handful
-    for (std::size_t j = i; j > 0 && rank[j] > rank[j - 1]; --j) {
-      std::swap(ranked[j], ranked[j - 1]);
-      std::swap(rank[j], rank[j - 1]);
-    }
+  for (std::size_t i = 0; i < n; ++i) ranked[i] = {paths[i]->auto_rank(problem), i, paths[i]};
+  std::sort(ranked.begin(), ranked.begin() + std::ptrdiff_t(n), [](const Candidate& a, const Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.order < b.order;
+  });
   for (std::size_t i = 0; i < n; ++i)
-    if (!reason_against(*ranked[i], problem)) return *ranked[i];
+    if (!reason_against(*ranked[i].path, problem)) return *ranked[i].path;
   std::string reasons;
   for (const core::Path* path : paths)
     if (auto why = reason_against(*path, problem)) reasons += fmt::format("\n  {}: {}", path->name(), *why);

@@ -2,10 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include <array>
-#include <atomic>
-#include <map>
-#include <mutex>
+#include <vector>
 
 #include "cuda/common/cuda_check.h"
 
@@ -32,22 +29,9 @@ int device_count() {
   return count;
 }
 
-// Every call asks for its device's properties, so the common case reads one atomic pointer: the first call per
-// device fills the cache under the mutex and publishes the entry (map nodes do not move).
-const DeviceProperties& device_properties(int index) {
-  constexpr int kFastDevices = 64;
-  static std::array<std::atomic<const DeviceProperties*>, kFastDevices> published{};
-  const bool fast = index >= 0 && index < kFastDevices;
-  if (fast)
-    if (const DeviceProperties* known = published[std::size_t(index)].load(std::memory_order_acquire)) return *known;
-  static std::mutex mutex;
-  static std::map<int, DeviceProperties> cache;
-  std::lock_guard lock(mutex);
-  auto it = cache.find(index);
-  if (it != cache.end()) return it->second;
-  if (auto why = cuda_unavailable()) core::fail(ErrorCode::unsupported, "{}", *why);
-  if (index < 0 || index >= device_count())
-    core::invalid("CUDA device index {} is outside [0, {})", index, device_count());
+namespace {
+
+DeviceProperties read_properties(int index) {
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
   DeviceProperties p;
@@ -61,9 +45,23 @@ const DeviceProperties& device_properties(int index) {
   p.global_memory_bytes = prop.totalGlobalMem;
   cudaDriverGetVersion(&p.driver_version);
   cudaRuntimeGetVersion(&p.runtime_version);
-  const DeviceProperties& entry = cache.emplace(index, p).first->second;
-  if (fast) published[std::size_t(index)].store(&entry, std::memory_order_release);
-  return entry;
+  return p;
+}
+
+}  // namespace
+
+// Every call asks for its device's properties, so they are read once, for every device at the first request,
+// into a table that is never written again: a lookup is an index (and is safe from any thread).
+const DeviceProperties& device_properties(int index) {
+  if (auto why = cuda_unavailable()) core::fail(ErrorCode::unsupported, "{}", *why);
+  static const std::vector<DeviceProperties> table = [] {
+    std::vector<DeviceProperties> all;
+    for (int i = 0, n = device_count(); i < n; ++i) all.push_back(read_properties(i));
+    return all;
+  }();
+  if (index < 0 || index >= int(table.size()))
+    core::invalid("CUDA device index {} is outside [0, {})", index, table.size());
+  return table[std::size_t(index)];
 }
 
 DeviceGuard::DeviceGuard(int index) {

@@ -70,22 +70,24 @@ bool leaves_sms_idle(TypeList<Traits, Rest...>, const FlashParams& p, int sm_cou
   return m_blocks * p.N * p.B < sm_count;
 }
 
+// One kind of call (with or without score modifiers): the small-problem list when the grid would leave SMs idle
+// and no configuration is forced, else the call's list.
+template <bool kModifiers, class Configs>
+bool launch_from_lists(const FlashParams& params, const LaunchLimits& limits, cudaStream_t stream, bool launch) {
+  using Small = typename SmallProblemList<Configs>::type;
+  using List = std::conditional_t<kModifiers, typename Configs::ModifierList, typename Configs::List>;
+  if (limits.pick < 0 && leaves_sms_idle(typename Configs::List{}, params, limits.sm_count) &&
+      launch_first_fitting<kModifiers>(Small{}, params, limits.smem_bytes, -1, stream, launch))
+    return true;
+  return launch_first_fitting<kModifiers>(List{}, params, limits.smem_bytes, limits.pick, stream, launch);
+}
+
 template <class Element, int kHeadQK, int kHeadV>
 bool launch_forward(const FlashParams& params, const LaunchLimits& limits, cudaStream_t stream, bool launch) {
   using Configs = TileConfigs<Element, kHeadQK, kHeadV>;
-  using Small = typename SmallProblemList<Configs>::type;
   const bool modified = params.softcap > 0.0f || params.bias != nullptr || params.bool_mask != nullptr;
-  if (limits.pick < 0 && leaves_sms_idle(typename Configs::List{}, params, limits.sm_count)) {
-    const bool launched =
-        modified ? launch_first_fitting<true>(Small{}, params, limits.smem_bytes, -1, stream, launch)
-                 : launch_first_fitting<false>(Small{}, params, limits.smem_bytes, -1, stream, launch);
-    if (launched) return true;
-  }
-  if (modified)
-    return launch_first_fitting<true>(typename Configs::ModifierList{}, params, limits.smem_bytes, limits.pick,
-                                      stream, launch);
-  return launch_first_fitting<false>(typename Configs::List{}, params, limits.smem_bytes, limits.pick, stream,
-                                     launch);
+  return modified ? launch_from_lists<true, Configs>(params, limits, stream, launch)
+                  : launch_from_lists<false, Configs>(params, limits, stream, launch);
 }
 
 }  // namespace attnlab::cuda::flash
