@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "device_mirror.h"
 #include "harness.h"
@@ -182,6 +183,36 @@ TEST_P(GpuFlash, NaNInPaddedKeysDoesNotLeak) {
   mirror.download(t.o);
   mirror.download(t.lse);
   check_forward_outputs(c, t, expected);
+}
+
+// A row's running maximum can rise at any key tile, in some rows of a warp and not in others, and O must then be
+// rescaled row by row (softmax.cuh). Keys S/2 and S − 1 are made to dominate the rows whose q is positive (every
+// other row): those maxima jump twice, late, while their neighbours' stay put.
+TEST_P(GpuFlash, RowMaximaThatRiseLate) {
+  ATTNLAB_TEST_RNG(rng);
+  for (std::int64_t head_dim : {64, 128}) {
+    Case c = flash_case(GetParam());
+    c.B = 1, c.T = 200, c.S = 1000, c.N = 2, c.K = 2, c.Hqk = head_dim, c.Hv = head_dim;
+    Tensors t = make_inputs(c, rng);
+    for (std::int64_t i = 0; i < c.T; i += 2)
+      for (std::int64_t h = 0; h < c.N; ++h)
+        for (std::int64_t d = 0; d < c.Hqk; ++d) {
+          const std::int64_t at = (i * c.N + h) * c.Hqk + d;  // logical (B = 1, T, N, H) index
+          t.q.set(at, std::abs(t.q.get(at)));
+        }
+    for (const auto& [key, value] : {std::pair<std::int64_t, double>{c.S / 2, 0.5}, {c.S - 1, 1.0}})
+      for (std::int64_t h = 0; h < c.K; ++h)
+        for (std::int64_t d = 0; d < c.Hqk; ++d) t.k.set((key * c.K + h) * c.Hqk + d, value);
+    SCOPED_TRACE(c.str());
+    const ExpectedForward expected = expected_forward(c, t);
+    DeviceMirror mirror;
+    attnlab::Context ctx;
+    attnlab::forward(ctx, device_forward_args(c, t, mirror));
+    mirror.synchronize();
+    mirror.download(t.o);
+    mirror.download(t.lse);
+    check_forward_outputs(c, t, expected);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlash, ::testing::Values(DType::f32, DType::f16, DType::bf16),

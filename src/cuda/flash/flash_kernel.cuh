@@ -119,6 +119,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
 
   for (int j = tile_begin, step = 0; j < tile_end; ++j, ++step) {
     pipeline.acquire(step);
+    // The previous tile is released here rather than at the end of its step: its last MMAs have consumed every
+    // ldmatrix result by now (they issued before this wait), so the release cannot overtake a read of the slot
+    // whatever the hardware's ordering of shared-memory reads and barrier arrivals.
+    if (step > 0) pipeline.release(step - 1);
     if constexpr (TilePipeline<Traits>::kIssueAtStart) load_tile(step + kStages - 1);
     const int stage = step % kStages;
 
@@ -157,7 +161,6 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
     }
     softmax.step(s, o, to_log2);
     Mma::accumulate(o, s, v_tile(stage), p_tile, warp_row0, lane);
-    pipeline.release(step);
     if constexpr (!TilePipeline<Traits>::kIssueAtStart) load_tile(step + kStages - 1);
   }
 

@@ -8,9 +8,8 @@
 // dim 64. From 96 up only 8 warps × 16 rows fit the O accumulator. At 128, 8 warps in one block per SM run in
 // lockstep under a per-step block barrier; per-slot mbarriers (pipeline.cuh) let them drift apart and overlap
 // one warp's softmax with another's MMAs: +9 % over the barrier version with 128-key tiles (355 vs 326 TFLOP/s).
-// At 64 the mbarrier version gained 1–2 % under causal masks but is not listed: compute-sanitizer's racecheck
-// reports hazards in it that it does not report for the Hqk 128 ones (docs/perf-notes.md, v4b), and a kernel
-// ships only when the sanitizers are clean. SmallList (optional): for grids that leave SMs idle
+// At 64 the mbarrier version, with each tile released at the next step's wait, is 2–8 % faster than the barrier
+// one (docs/perf-notes.md, v6a). SmallList (optional): for grids that leave SMs idle
 // with the list's first configuration, where one block's latency is the call's time; at 64, 64-row blocks halve
 // it per warp and double the blocks (the codelab's default shape: 4.3 vs 5.6 µs per call under graph replay).
 #pragma once
@@ -35,8 +34,9 @@ struct TileConfigs<E, 32, 32> {
 };
 template <class E>
 struct TileConfigs<E, 64, 64> {
-  using List = TypeList<KernelTraits<E, 64, 64, 128, 64, 4, 2, false>>;     // 48 KB, 32 rows per warp
-  using ModifierList = List;
+  using List = TypeList<KernelTraits<E, 64, 64, 128, 64, 4, 3, false, 1, true>,  // 64 KB, mbarriers
+                        KernelTraits<E, 64, 64, 128, 64, 4, 2, false>>;           // 48 KB, 32 rows per warp
+  using ModifierList = TypeList<KernelTraits<E, 64, 64, 128, 64, 4, 2, false>>;
   using SmallList = TypeList<KernelTraits<E, 64, 64, 64, 64, 4, 2, true>>;  // 40 KB, 16 rows per warp
 };
 template <class E>
