@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Everything a flash kernel change must show, in one run on the GPU machine, from a folder made by
+# scripts/gpu-build.sh (there it is flash-check.sh):
+#   1. the GPU tests (run.sh --tests-only);
+#   2. compute-sanitizer racecheck and memcheck over the reduced set: every tile configuration of the list, the
+#      padded-key NaN test, the scheduler, late-rising row maxima, and the grid's odd shapes 113×203 and 1023×1024;
+#   3. the DESIGN §5 table: attnlab bench (flash, cudnn) and bench/peers.py (torch-flash = FA2) on
+#      bench/workloads_fwd.json, then bench/flash_table.py (markdown, ratios to FA2 and cuDNN);
+#   4. the codelab's default shape, 3 processes, back-to-back and under graph replay.
+#   flash-check.sh [OUT_DIR] [--no-table]
+# Writes OUT_DIR/{tests/,sanitizer-*.txt,fwd-attnlab.jsonl,fwd-peers.jsonl,table.md,default-*.jsonl,summary.txt} and
+# OUT_DIR/results.tgz (all of it, refreshed after each step). Exits 1 when a test fails, a sanitizer reports anything,
+# or the table lacks a row.
+set -uo pipefail
+dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${1:-$dist/flash-check}"
+table="${2:-}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+export LD_LIBRARY_PATH="$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+status=0
+SECONDS=0
+pack() {  # written beside, then moved in: tar must not see the folder change under it
+  local part; part="$(mktemp)"
+  tar czf "$part" -C "$(dirname "$out")" --exclude results.tgz "$(basename "$out")" && chmod 644 "$part" && mv "$part" "$out/results.tgz"
+  rm -f "$part"
+}
+say() { echo "$*" | tee -a "$out/summary.txt"; }
+
+"$dist/run.sh" "$out/tests" --tests-only > "$out/tests.log" 2>&1 || status=1
+say "tests: $(grep -E '^GPU tests:' "$out/tests.log") (${SECONDS}s)"
+pack
+
+flash_filter='*GpuFlash.EveryConfigurationOfTheList/bf16:*NaNInPaddedKeys*:GpuFlashScheduling.*:*RowMaxima*/bf16'
+grid_filter='*MatchesReference/flash_bf16_113x203_h64x64:*MatchesReference/flash_bf16_1023x1024_h64x64'
+grid_filter+=':*MatchesReference/flash_bf16_1023x1024_h128x128'
+for tool in racecheck memcheck; do
+  for binary in test_gpu_flash test_gpu; do
+    filter=$flash_filter; [[ $binary == test_gpu ]] && filter=$grid_filter
+    log="$out/sanitizer-$tool-$binary.txt"
+    compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/$binary" --gtest_brief=1 --gtest_filter="$filter" \
+      > "$log" 2>&1 || status=1
+    verdict=$(grep -hE "RACECHECK SUMMARY|ERROR SUMMARY" "$log" | tail -1)
+    grep -qE "SUMMARY: 0 (hazards|errors)" <<< "$verdict" || status=1
+    say "$tool $binary: ${verdict:-no summary} (${SECONDS}s)"
+  done
+  pack
+done
+
+if [[ "$table" != "--no-table" ]]; then
+  "$dist/bin/attnlab" bench --workloads "$dist/bench/workloads_fwd.json" --paths flash,cudnn --groups 5 \
+    --jsonl "$out/fwd-attnlab.jsonl" > "$out/fwd-attnlab.txt" 2>&1 || status=1
+  python3 "$dist/bench/peers.py" --workloads "$dist/bench/workloads_fwd.json" --peers torch-flash \
+    --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
+  python3 "$dist/bench/flash_table.py" --rows "$out/fwd-attnlab.jsonl" "$out/fwd-peers.jsonl" > "$out/table.md" \
+    2> "$out/table.err" || status=1
+  say "table (${SECONDS}s):"; cat "$out/table.md" "$out/table.err" | tee -a "$out/summary.txt"
+  pack
+fi
+
+for i in 1 2 3; do
+  "$dist/bin/attnlab" bench --dtype bf16 --paths flash,cudnn --groups 9 --graph --jsonl "$out/default-$i.jsonl" \
+    > "$out/default-$i.txt" 2>&1 || status=1
+done
+say "codelab default shape, 3 processes (${SECONDS}s):"
+python3 - "$out" <<'PY' | tee -a "$out/summary.txt"
+import glob, json, sys
+for name in sorted(glob.glob(sys.argv[1] + "/default-*.jsonl")):
+    for r in map(json.loads, open(name)):
+        host = f", host {r['host_ms'] * 1000:.1f} µs" if r.get("host_ms") else ""
+        print(f"  {name.rsplit('/', 1)[1]}: {r['path']:6s} {r['ms_median'] * 1000:.1f} µs per call{host}  ({r.get('note', '')})")
+PY
+pack
+say "flash-check: $([[ $status == 0 ]] && echo passed || echo FAILED) (${SECONDS}s)"
+exit $status
