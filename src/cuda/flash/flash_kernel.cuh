@@ -119,9 +119,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
 
   for (int j = tile_begin, step = 0; j < tile_end; ++j, ++step) {
     pipeline.acquire(step);
-    // The previous tile is released here rather than at the end of its step: its last MMAs have consumed every
-    // ldmatrix result by now (they issued before this wait), so the release cannot overtake a read of the slot
-    // whatever the hardware's ordering of shared-memory reads and barrier arrivals.
+    // The previous tile is released here rather than at the end of its step: by this wait its last MMAs have
+    // consumed every ldmatrix result of it. With this placement the Hqk 64 mbarrier kernel runs 2–8 % faster than
+    // the block-barrier one; with the release at the end of the step it was within −0.3…+2.4 % (docs/perf-notes.md,
+    // v4b and v6a, in different runs).
     if (step > 0) pipeline.release(step - 1);
     if constexpr (TilePipeline<Traits>::kIssueAtStart) load_tile(step + kStages - 1);
     const int stage = step % kStages;
