@@ -48,6 +48,11 @@ struct SmemTile {
     }
     static_assert((kRows * kChunks) % kThreads == 0 || kThreads % kChunks != 0, "a whole number of rows per pass");
     constexpr int kRowStep = kThreads / kChunks;
+    // Every per-thread quantity below is rebuilt at each call from an opaque copy of the thread index. Left
+    // visible, the compiler hoists row0 + i·kRowStep (one value per copy row) out of the kernel's main loop and
+    // holds them through it; where the accumulators take every register (4 warps × 32 rows at Hqk 128) they were
+    // spilled. Rebuilding costs a few integer instructions per tile.
+    asm volatile("" : "+r"(thread));
     const int row0 = thread / kChunks;
     const int chunk = thread % kChunks;
     const Element* base = src + row0 * stride + chunk * kChunkElements;

@@ -32,6 +32,8 @@ struct OnlineSoftmax {
   // rides in the exponent's FFMA.
   __device__ __forceinline__ void step(float (&s)[kMFrags][kNFrags][4], float (&o)[kMFrags][kOFrags][4],
                                        float to_log2) {
+    float rescale[kMFrags][2];
+    bool moved = false;  // some row of this thread has a new maximum
 #pragma unroll
     for (int mf = 0; mf < kMFrags; ++mf)
 #pragma unroll
@@ -43,7 +45,8 @@ struct OnlineSoftmax {
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
         const float new_max = fmaxf(row_max[mf][h], tile_max * to_log2);
         const float shift = new_max == -INFINITY ? 0.0f : new_max;
-        const float rescale = ptx::exp2_fast(row_max[mf][h] - shift);
+        rescale[mf][h] = ptx::exp2_fast(row_max[mf][h] - shift);
+        moved |= new_max != row_max[mf][h];
         row_max[mf][h] = new_max;
         float sum = 0.0f;
 #pragma unroll
@@ -54,13 +57,23 @@ struct OnlineSoftmax {
             x = ptx::exp2_fast(fmaf(x, to_log2, -shift));
             sum += x;
           }
-        row_sum[mf][h] = row_sum[mf][h] * rescale + sum;
+        row_sum[mf][h] = row_sum[mf][h] * rescale[mf][h] + sum;
+      }
+    // O's rescale (kOFrags · 4 multiplies per row pair) is skipped when no row of the warp has a new maximum: the
+    // factor is then exactly 1 (a warp-uniform branch, so the result is bit-identical). Measured (docs/perf-notes.md,
+    // v6b): no faster in the mbarrier kernels, 1–4 % slower in a block-barrier one. It stays for registers: with the
+    // rescale behind the branch, ptxas fits FA2's 4-warp shape at Hqk 128 in 255 registers without spills (v6e).
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int mf = 0; mf < kMFrags; ++mf)
 #pragma unroll
         for (int of = 0; of < kOFrags; ++of) {
-          o[mf][of][2 * h] *= rescale;
-          o[mf][of][2 * h + 1] *= rescale;
+          o[mf][of][0] *= rescale[mf][0];
+          o[mf][of][1] *= rescale[mf][0];
+          o[mf][of][2] *= rescale[mf][1];
+          o[mf][of][3] *= rescale[mf][1];
         }
-      }
+    }
   }
 
   // The whole row's sum (every thread of the quad gets it).
