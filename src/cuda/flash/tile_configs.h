@@ -5,12 +5,13 @@
 // Why these shapes (measured on the H200, docs/perf-notes.md "flash"): registers per thread ≈ O + S (+ Q)
 // fragments plus addressing must stay ≤ 255 without spills (-Xptxas -v, scripts/sass-check.sh). 4 warps × 32 rows
 // share each K/V fragment between two m16 fragments (half the shared-memory traffic per MMA): the fastest at head
-// dim 64. At 96 and from 192 up only 8 warps × 16 rows fit the O accumulator. At 128 the same 4 warps × 32 rows (O alone is 128 registers) fit without spills only since the copy
-// loop rebuilds its per-thread addresses per tile (smem_tile.cuh) and O's rescale sits behind a branch
-// (softmax.cuh); at 96 KB two such blocks share an SM, so one block's prologue and epilogue overlap the other's
-// main loop: 5–7 % faster than 8 warps at T = 512 (docs/perf-notes.md, v6e). Modifier calls keep 8 warps × 16
-// rows, where one block per SM runs in lockstep under a per-step block barrier unless per-slot mbarriers
-// (pipeline.cuh) let the warps drift apart: +9 % with 128-key tiles (355 vs 326 TFLOP/s).
+// dim 64. At 96 and from 192 up only 8 warps × 16 rows fit the O accumulator. At 128 the same 4 warps × 32 rows
+// (O alone is 128 registers) fit without spills only since the copy loop rebuilds its per-thread addresses per
+// tile (smem_tile.cuh) and O's rescale sits behind a branch (softmax.cuh); at 96 KB two such blocks share an SM,
+// so one block's prologue and epilogue overlap the other's main loop: 7 % faster than 8 warps at T = 512 and 5 %
+// at 1k (docs/perf-notes.md, v6e). Modifier calls keep 8 warps × 16 rows, where one block per SM runs in lockstep
+// under a per-step block barrier unless per-slot mbarriers (pipeline.cuh) let the warps drift apart: +9 % with
+// 128-key tiles (355 vs 326 TFLOP/s).
 // At 64 the mbarrier version, with each tile released at the next step's wait, is 2–8 % faster than the barrier
 // one (docs/perf-notes.md, v6a). SmallList (optional): for grids that leave SMs idle
 // with the list's first configuration, where one block's latency is the call's time; at 64, 64-row blocks halve
