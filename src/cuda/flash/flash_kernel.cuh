@@ -34,6 +34,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
   using Element = typename Traits::Element;
   using Mma = WarpMma<Traits>;
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kStages = Traits::kStages;
+  constexpr int kThreads = Traits::kThreads;
+  constexpr bool kOpaqueThread = Traits::kSaveRegisters;  // copy addresses rebuilt per tile (smem_tile.cuh)
   extern __shared__ __align__(128) unsigned char smem[];
 
   const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
@@ -82,14 +84,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
     }
     pipeline.before_issue(step);
     const int key0 = j * kBlockN, slot = step % kStages;
-    Mma::KTile::template load_async<Traits::kThreads>(k_tile(slot), k + std::int64_t(key0) * p.k_stride_s,
-                                                     p.k_stride_s, kv_len - key0, thread);
-    Mma::VTile::template load_async<Traits::kThreads>(v_tile(slot), v + std::int64_t(key0) * p.v_stride_s,
-                                                     p.v_stride_s, kv_len - key0, thread);
+    Mma::KTile::template load_async<kThreads, kOpaqueThread>(k_tile(slot), k + std::int64_t(key0) * p.k_stride_s,
+                                                             p.k_stride_s, kv_len - key0, thread);
+    Mma::VTile::template load_async<kThreads, kOpaqueThread>(v_tile(slot), v + std::int64_t(key0) * p.v_stride_s,
+                                                             p.v_stride_s, kv_len - key0, thread);
     pipeline.after_issue(step);
   };
 
-  Mma::QTile::template load_async<Traits::kThreads>(q_tile, q, p.q_stride_t, p.T - m0, thread);
+  Mma::QTile::template load_async<kThreads, kOpaqueThread>(q_tile, q, p.q_stride_t, p.T - m0, thread);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) load_tile(s);  // Q travels with tile 0
 
@@ -97,7 +99,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
   const ScoreRule<kModifiers> rule{p.scale * 1.4426950408889634f, p.scale, p.softcap};
   const std::int64_t mod_base = at.batch * p.mod_stride_b + at.head * p.mod_stride_n;
 
-  OnlineSoftmax<Traits::kMFrags, Traits::kNFrags, Traits::kOFrags> softmax;
+  OnlineSoftmax<Traits::kMFrags, Traits::kNFrags, Traits::kOFrags, Traits::kSaveRegisters> softmax;
   softmax.init();
   float o[Traits::kMFrags][Traits::kOFrags][4];
 #pragma unroll

@@ -40,6 +40,12 @@ struct KernelTraits {
   static constexpr int kOFrags = kHeadV / 8;         // n8 fragments of the output O
   static constexpr int kQKSteps = kHeadQK / kMmaK;   // k steps of Q·Kᵀ
   static constexpr int kPVSteps = kBlockN / kMmaK;   // k steps of P·V
+  // Accumulator registers per thread: the O and S fragments. From 192 (3/4 of the 255-register budget; of the
+  // lists only 4 warps × 32 rows at Hv 128 get there) the kernel gives up a few instructions per step for
+  // registers: the copy loop rebuilds its addresses per tile (smem_tile.cuh) and O's rescale sits behind a branch
+  // (softmax.cuh). Below it both cost time (docs/perf-notes.md, v6b and v7), so other kernels keep the plain code.
+  static constexpr int kAccumulatorRegisters = kMFrags * (kOFrags + kNFrags) * 4;
+  static constexpr bool kSaveRegisters = kAccumulatorRegisters >= 192;
 
   static_assert(kRowsPerWarp % 16 == 0 && kMFrags >= 1, "warps own whole m16 fragments");
   static_assert(kBlockN % 16 == 0 && kHeadQK % 32 == 0 && kHeadV % 32 == 0, "whole k steps, n16 pairs");

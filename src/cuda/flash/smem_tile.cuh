@@ -33,7 +33,8 @@ struct SmemTile {
   // zeros. All kThreads threads of the block call this. Thread t always copies chunk t % kChunks of rows
   // t / kChunks + i·kRowStep, so one base pointer and one 32-bit step serve every copy (64-bit addresses per copy
   // would cost the main loop registers it needs for accumulators); flash_path.cpp keeps row strides below 2^24.
-  template <int kThreads, class Element>
+  // kOpaqueThread: rebuild every per-thread quantity at each call (see below), for kernels short of registers.
+  template <int kThreads, bool kOpaqueThread = false, class Element>
   __device__ __forceinline__ static void load_async(std::uint32_t tile, const Element* src, std::int64_t stride,
                                                     int valid_rows, int thread) {
     static_assert(sizeof(Element) == kElementBytes, "the tile's element size");
@@ -48,11 +49,11 @@ struct SmemTile {
     }
     static_assert((kRows * kChunks) % kThreads == 0 || kThreads % kChunks != 0, "a whole number of rows per pass");
     constexpr int kRowStep = kThreads / kChunks;
-    // Every per-thread quantity below is rebuilt at each call from an opaque copy of the thread index. Left
-    // visible, the compiler hoists row0 + i·kRowStep (one value per copy row) out of the kernel's main loop and
-    // holds them through it; where the accumulators take every register (4 warps × 32 rows at Hqk 128) they were
-    // spilled. Rebuilding costs a few integer instructions per tile.
-    asm volatile("" : "+r"(thread));
+    // With kOpaqueThread every per-thread quantity below is rebuilt at each call from an opaque copy of the
+    // thread index. Left visible, the compiler hoists row0 + i·kRowStep (one value per copy row) out of the
+    // kernel's main loop and holds them through it; where the accumulators take every register (4 warps × 32 rows
+    // at Hqk 128) they were spilled. Rebuilding costs a few integer instructions per tile.
+    if constexpr (kOpaqueThread) asm volatile("" : "+r"(thread));
     const int row0 = thread / kChunks;
     const int chunk = thread % kChunks;
     const Element* base = src + row0 * stride + chunk * kChunkElements;

@@ -12,7 +12,8 @@
 
 namespace attnlab::cuda::flash {
 
-template <int kMFrags, int kNFrags, int kOFrags>
+// kSkipUnmovedRescale: O's rescale behind a warp-uniform branch (step), for kernels short of registers.
+template <int kMFrags, int kNFrags, int kOFrags, bool kSkipUnmovedRescale = false>
 struct OnlineSoftmax {
   float row_max[kMFrags][2];
   float row_sum[kMFrags][2];  // this thread's columns only; reduced across the quad in finish()
@@ -58,21 +59,29 @@ struct OnlineSoftmax {
             sum += x;
           }
         row_sum[mf][h] = row_sum[mf][h] * rescale[mf][h] + sum;
+        if constexpr (!kSkipUnmovedRescale) rescale_o(o, mf, h, rescale[mf][h]);
       }
-    // O's rescale (kOFrags · 4 multiplies per row pair) is skipped when no row of the warp has a new maximum: the
-    // factor is then exactly 1 (a warp-uniform branch, so the result is bit-identical). Measured (docs/perf-notes.md,
-    // v6b): no faster in the mbarrier kernels, 1–4 % slower in a block-barrier one. It stays for registers: with the
-    // rescale behind the branch, ptxas fits FA2's 4-warp shape at Hqk 128 in 255 registers without spills (v6e).
-    if (__any_sync(0xffffffffu, moved)) {
+    // With kSkipUnmovedRescale, O's rescale (kOFrags · 4 multiplies per row pair) is skipped when no row of the
+    // warp has a new maximum: the factor is then exactly 1 (a warp-uniform branch, so the result is bit-identical).
+    // Measured (docs/perf-notes.md, v6b, v7): no faster in the mbarrier kernels, 1–4 % slower at Hqk 64. It is
+    // there for registers: with the rescale behind the branch, ptxas fits FA2's 4-warp shape at Hqk 128 in 255
+    // registers without spills (v6e).
+    if constexpr (kSkipUnmovedRescale) {
+      if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
-      for (int mf = 0; mf < kMFrags; ++mf)
+        for (int mf = 0; mf < kMFrags; ++mf)
 #pragma unroll
-        for (int of = 0; of < kOFrags; ++of) {
-          o[mf][of][0] *= rescale[mf][0];
-          o[mf][of][1] *= rescale[mf][0];
-          o[mf][of][2] *= rescale[mf][1];
-          o[mf][of][3] *= rescale[mf][1];
-        }
+          for (int h = 0; h < 2; ++h) rescale_o(o, mf, h, rescale[mf][h]);
+      }
+    }
+  }
+
+  // O's columns of row half h (0: c0, c1; 1: c2, c3) of fragment row mf, times the rescale factor.
+  __device__ __forceinline__ static void rescale_o(float (&o)[kMFrags][kOFrags][4], int mf, int h, float factor) {
+#pragma unroll
+    for (int of = 0; of < kOFrags; ++of) {
+      o[mf][of][2 * h] *= factor;
+      o[mf][of][2 * h + 1] *= factor;
     }
   }
 
