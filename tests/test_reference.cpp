@@ -60,6 +60,28 @@ TEST(Conversions, HalfUlp) {
   }
 }
 
+TEST(Criterion, PassesUpToTwiceTheSameDtypeErrorAndFailsBeyond) {
+  const std::vector<double> ref64 = {0.5, -0.25, 0.125};
+  const std::vector<double> same = {0.5 + 1e-3, -0.25, 0.125};  // tolerance 2·1e-3 + 1e-5 (f32's half ulp is less)
+  EXPECT_TRUE(meets_criterion("x", DType::f32, {0.5, -0.25 + 1.9e-3, 0.125}, ref64, same));
+  EXPECT_FALSE(meets_criterion("x", DType::f32, {0.5, -0.25 + 2.1e-3, 0.125}, ref64, same));
+  EXPECT_FALSE(meets_criterion("x", DType::f32, {0.5, std::nan(""), 0.125}, ref64, same));
+  EXPECT_FALSE(meets_criterion("x", DType::f32, {0.5, -INFINITY, 0.125}, ref64, same));
+}
+
+// The failure that led to `rounded_operands`: a bf16 gradient one ulp (0.0156) from the value nearest to ref64, at
+// an element of 2.4, where the same-dtype reference's largest error is 0.0055.
+TEST(Criterion, RoundedOperandsAllowHalfAnUlpMorePerElement) {
+  const std::vector<double> ref64 = {-2.40648799, 0.5};
+  const std::vector<double> same = {-2.40625, 0.5 + 0.0055};
+  const std::vector<double> one_ulp_off = {-2.390625, 0.5}, two_ulps_off = {-2.375, 0.5};
+  EXPECT_FALSE(meets_criterion("dK", DType::bf16, one_ulp_off, ref64, same));
+  EXPECT_TRUE(meets_criterion("dK", DType::bf16, one_ulp_off, ref64, same, nullptr, true));
+  EXPECT_FALSE(meets_criterion("dK", DType::bf16, two_ulps_off, ref64, same, nullptr, true));
+  // The slack is half an ulp of each element, not of the largest: 0.0078 at 2.4, 0.002 at 0.5.
+  EXPECT_FALSE(meets_criterion("dK", DType::bf16, {-2.40648799, 0.5 + 0.0135}, ref64, same, nullptr, true));
+}
+
 TEST(HostTensors, StridedViewsAddressEveryElementOnce) {
   for (const Layout& layout : {dense(), padded(), permuted12()}) {
     HostTensor t(DType::f16, {2, 3, 4, 5}, layout);
