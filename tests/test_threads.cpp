@@ -150,11 +150,11 @@ TEST(Threads, TwoContextsBackwardAtOnce) {
     SCOPED_TRACE(cases[i].str());
     EXPECT_EQ(errors[i], "");
     EXPECT_TRUE(meets_criterion("dQ", cases[i].dtype, g[i].dq.values(), r64[i].dq, same[i].dq,
-                                &given[i].dq));
+                                &given[i].dq, true));
     EXPECT_TRUE(meets_criterion("dK", cases[i].dtype, g[i].dk.values(), r64[i].dk, same[i].dk,
-                                &given[i].dk));
+                                &given[i].dk, true));
     EXPECT_TRUE(meets_criterion("dV", cases[i].dtype, g[i].dv.values(), r64[i].dv, same[i].dv,
-                                &given[i].dv));
+                                &given[i].dv, true));
   }
 }
 

@@ -41,6 +41,7 @@ DeviceProperties read_properties(int index) {
   p.cc_minor = prop.minor;
   p.sm_count = prop.multiProcessorCount;
   p.shared_memory_per_block_optin = prop.sharedMemPerBlockOptin;
+  p.shared_memory_per_sm = prop.sharedMemPerMultiprocessor;
   p.l2_bytes = std::size_t(prop.l2CacheSize);
   p.global_memory_bytes = prop.totalGlobalMem;
   cudaDriverGetVersion(&p.driver_version);

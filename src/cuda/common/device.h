@@ -12,6 +12,7 @@ struct DeviceProperties {
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   std::size_t shared_memory_per_block_optin = 0;
+  std::size_t shared_memory_per_sm = 0;  // all blocks resident on one SM together (H200: 228 KB, A100: 164 KB)
   std::size_t l2_bytes = 0;
   std::size_t global_memory_bytes = 0;
   int driver_version = 0;   // e.g. 13000

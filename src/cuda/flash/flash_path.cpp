@@ -22,6 +22,7 @@
 #include "cuda/common/score_modifier.h"
 #include "cuda/common/seqlens.h"
 #include "cuda/common/workspace.h"
+#include "cuda/flash/config_choice.h"
 #include "cuda/flash/launch.h"
 
 namespace attnlab::cuda {
@@ -72,9 +73,14 @@ LaunchLimits launch_limits(int device, const Tuning& tuning) {
   const DeviceProperties& dev = device_properties(device);
   LaunchLimits t;
   t.smem_bytes = dev.shared_memory_per_block_optin;
+  t.smem_per_sm = dev.shared_memory_per_sm;
   t.sm_count = dev.sm_count;
-  if (tuning.smem_limit >= 0 && std::size_t(tuning.smem_limit) < t.smem_bytes)
+  // A lowered limit stands for a smaller GPU, whose SM holds one such block (every sm_80+ GPU offers a block its
+  // SM's shared memory less the 1 KB the driver reserves: 163 / 164 KB on an A100, 99 / 100 KB on sm_86/89).
+  if (tuning.smem_limit >= 0 && std::size_t(tuning.smem_limit) < t.smem_bytes) {
     t.smem_bytes = std::size_t(tuning.smem_limit);
+    t.smem_per_sm = std::min(t.smem_per_sm, t.smem_bytes + kSmemReservedPerBlock);
+  }
   t.pick = int(tuning.config);
   return t;
 }

@@ -16,8 +16,7 @@ namespace attnlab::cuda::flash {
 // One kernel per (configuration, modifiers); the opt-in to more than 48 KB of shared memory is a per-device
 // attribute, set once per device (a bit per device in `opted_in`).
 template <class Traits, bool kModifiers>
-bool launch_with(const FlashParams& p, cudaStream_t stream, bool launch) {
-  if (!launch) return true;
+void launch_with(const FlashParams& p, cudaStream_t stream) {
   const auto kernel = flash_forward_kernel<Traits, kModifiers>;
   if constexpr (Traits::kSmemBytes > 48 * 1024) {
     static std::atomic<unsigned long long> opted_in{0};
@@ -33,24 +32,20 @@ bool launch_with(const FlashParams& p, cudaStream_t stream, bool launch) {
   const dim3 grid((p.T + Traits::kBlockM - 1) / Traits::kBlockM, p.N, p.B);
   kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
   check_cuda(cudaGetLastError(), "flash: kernel launch");
-  return true;
 }
 
-// The first configuration that fits smem_bytes, or with pick ≥ 0 the pick-th of the list (when it fits).
+// Launches the index-th configuration of the list (config_choice.h chose it).
 template <bool kModifiers, class Traits, class... Rest>
-bool launch_first_fitting(TypeList<Traits, Rest...>, const FlashParams& p, std::size_t smem_bytes, int pick,
-                          cudaStream_t stream, bool launch) {
-  if (std::size_t(Traits::kSmemBytes) <= smem_bytes && pick <= 0)
-    return launch_with<Traits, kModifiers>(p, stream, launch);
-  if constexpr (sizeof...(Rest) > 0)
-    return launch_first_fitting<kModifiers>(TypeList<Rest...>{}, p, smem_bytes, pick - 1, stream, launch);
-  else
-    return false;
+void launch_index(TypeList<Traits, Rest...>, int index, const FlashParams& p, cudaStream_t stream) {
+  if (index == 0) {
+    launch_with<Traits, kModifiers>(p, stream);
+  } else if constexpr (sizeof...(Rest) > 0) {
+    launch_index<kModifiers>(TypeList<Rest...>{}, index - 1, p, stream);
+  }
 }
+
 template <bool kModifiers>
-bool launch_first_fitting(TypeList<>, const FlashParams&, std::size_t, int, cudaStream_t, bool) {
-  return false;
-}
+void launch_index(TypeList<>, int, const FlashParams&, cudaStream_t) {}
 
 // Configs::SmallList where the head dims have one (tile_configs.h), else an empty list.
 template <class Configs, class = void>
@@ -76,10 +71,17 @@ template <bool kModifiers, class Configs>
 bool launch_from_lists(const FlashParams& params, const LaunchLimits& limits, cudaStream_t stream, bool launch) {
   using Small = typename SmallProblemList<Configs>::type;
   using List = std::conditional_t<kModifiers, typename Configs::ModifierList, typename Configs::List>;
-  if (limits.pick < 0 && leaves_sms_idle(typename Configs::List{}, params, limits.sm_count) &&
-      launch_first_fitting<kModifiers>(Small{}, params, limits.smem_bytes, -1, stream, launch))
-    return true;
-  return launch_first_fitting<kModifiers>(List{}, params, limits.smem_bytes, limits.pick, stream, launch);
+  const SmemBudget budget{limits.smem_bytes, limits.smem_per_sm};
+  if (limits.pick < 0 && leaves_sms_idle(typename Configs::List{}, params, limits.sm_count)) {
+    if (const int small = choose_config(Small{}, budget, -1); small >= 0) {
+      if (launch) launch_index<kModifiers>(Small{}, small, params, stream);
+      return true;
+    }
+  }
+  const int index = choose_config(List{}, budget, limits.pick);
+  if (index < 0) return false;
+  if (launch) launch_index<kModifiers>(List{}, index, params, stream);
+  return true;
 }
 
 template <class Element, int kHeadQK, int kHeadV>
