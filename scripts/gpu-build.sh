@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds attnlab for a GPU machine into one self-contained folder (default: build/gpu-dist):
 #   bin/attnlab, bin/test_gpu, bin/test_gpu_flash, lib/libattnlab.so*, bench/ (peers.py, summary.py,
-#   flash_configs.py, flash_table.py, workloads), run.sh, flash-check.sh (scripts/gpu-flash-check.sh)
+#   flash_configs.py, flash_table.py, ncu_summary.py, workloads), run.sh, flash-check.sh
+#   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh)
 # The folder needs nothing on the GPU machine beyond the NVIDIA driver, cuDNN and cuBLAS: the CUDA runtime is
 # linked statically, fmt/CLI11/nlohmann-json are header-only, GoogleTest is linked statically.
 # Kernels are compiled for sm_80 (A100, and sm_86/89 GPUs such as L4) and sm_90a (H100/H200).
@@ -24,7 +25,9 @@ cp "$build/lab/attnlab" "$dist/bin/"
 cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$dist/bin/"
 cp "$root/scripts/gpu-run.sh" "$dist/run.sh"
 cp "$root/scripts/gpu-flash-check.sh" "$dist/flash-check.sh"
+cp "$root/scripts/gpu-flash-profile.sh" "$dist/flash-profile.sh"
 cp "$root"/bench/peers.py "$root"/bench/summary.py "$root"/bench/flash_configs.py "$root"/bench/flash_table.py \
+  "$root"/bench/ncu_summary.py \
   "$root"/bench/*.json "$dist/bench/"
 du -sh "$dist"
 echo "gpu-build: ready in $dist — on the GPU machine run: $dist/run.sh [OUT_DIR]"
