@@ -40,7 +40,8 @@ def load(name):
             if r.get("Metric Name"):
                 values[(r["Section Name"], r["Metric Name"])] = (r["Metric Value"], r["Metric Unit"])
             rule = r.get("Rule Description") or ""
-            if r["Section Name"].startswith("WarpStateStats") and "cycles being stalled" in rule and rule not in findings:
+            stall = r["Section Name"].startswith("WarpStateStats") and "cycles being stalled" in rule
+            if stall and rule not in findings:
                 findings.append(rule)
     return values, findings, kernel
 

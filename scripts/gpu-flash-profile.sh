@@ -24,7 +24,8 @@ csvs=()
 ncu_one() {  # ncu_one NAME KERNEL_REGEX SKIP COMMAND...
   local name=$1 kernel=$2 skip=$3; shift 3
   ncu "${clocks[@]}" --set full --kernel-name "regex:$kernel" --launch-skip "$skip" --launch-count 1 \
-    -f -o "$out/$name" "$@" > "$out/$name.log" 2>&1 || { echo "flash-profile: $name failed (see $name.log)" >&2; status=1; return; }
+    -f -o "$out/$name" "$@" > "$out/$name.log" 2>&1 ||
+    { echo "flash-profile: $name failed (see $name.log)" >&2; status=1; return; }
   ncu --import "$out/$name.ncu-rep" --page details --csv > "$out/$name.csv" 2>> "$out/$name.log" || status=1
   csvs+=("$out/$name.csv")
 }

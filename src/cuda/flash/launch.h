@@ -21,10 +21,11 @@ struct LaunchLimits {
 };
 
 // Launches (Element, Hqk, Hv) on `stream` with the first configuration (tile_configs.h) whose shared memory fits
-// limits.smem_bytes with the blocks per SM it was tuned for (config_choice.h), or with limits.pick ≥ 0 the
-// pick-th configuration of the list if it fits a block (benchmarks and tests compare them). Calls with a score modifier (softcap, bias, boolean mask) use the modifier list, whose
-// kernels carry the extra per-element work; problems too small to fill the GPU use the small-problem list where
-// the head dims have one. Returns whether a configuration fits; with launch == false it only answers that.
+// limits.smem_bytes with the blocks per SM it was tuned for (config_choice.h), or with limits.pick ≥ 0 the pick-th
+// configuration of the list if it fits a block (benchmarks and tests compare them). Calls with a score modifier
+// (softcap, bias, boolean mask) use the modifier list, whose kernels carry the extra per-element work; problems
+// too small to fill the GPU use the small-problem list where the head dims have one. Returns whether a
+// configuration fits; with launch == false it only answers that.
 template <class Element, int kHeadQK, int kHeadV>
 bool launch_forward(const FlashParams& params, const LaunchLimits& limits, cudaStream_t stream, bool launch);
 
