@@ -58,20 +58,20 @@ void expect_one_everywhere() {
     EXPECT_GE((modified<E, kHqk, kHv>(b)), 0) << "per block " << b.per_block;
   }
 }
+// The head-dim pairs of src/CMakeLists.txt's instances; f32 has no 256 (its accumulators spill).
+template <class E>
+void expect_every_pair_everywhere() {
+  expect_one_everywhere<E, 32, 32>();
+  expect_one_everywhere<E, 64, 64>();
+  expect_one_everywhere<E, 96, 96>();
+  expect_one_everywhere<E, 128, 128>();
+  expect_one_everywhere<E, 192, 192>();
+  expect_one_everywhere<E, 192, 128>();
+  if constexpr (sizeof(E) == 2) expect_one_everywhere<E, 256, 256>();
+}
 TEST(FlashConfigs, EveryHeadDimRunsOnEverySm80PlusGpu) {
-  expect_one_everywhere<Half, 32, 32>();
-  expect_one_everywhere<Half, 64, 64>();
-  expect_one_everywhere<Half, 96, 96>();
-  expect_one_everywhere<Half, 128, 128>();
-  expect_one_everywhere<Half, 192, 192>();
-  expect_one_everywhere<Half, 192, 128>();
-  expect_one_everywhere<Half, 256, 256>();
-  expect_one_everywhere<float, 32, 32>();
-  expect_one_everywhere<float, 64, 64>();
-  expect_one_everywhere<float, 96, 96>();
-  expect_one_everywhere<float, 128, 128>();
-  expect_one_everywhere<float, 192, 192>();
-  expect_one_everywhere<float, 192, 128>();
+  expect_every_pair_everywhere<Half>();
+  expect_every_pair_everywhere<float>();
 }
 
 // Nothing fits: −1, which the path turns into a refusal naming the shared memory.

@@ -22,7 +22,6 @@
 #include "cuda/common/score_modifier.h"
 #include "cuda/common/seqlens.h"
 #include "cuda/common/workspace.h"
-#include "cuda/flash/config_choice.h"
 #include "cuda/flash/launch.h"
 
 namespace attnlab::cuda {
@@ -72,14 +71,13 @@ Tuning read_tuning() {
 LaunchLimits launch_limits(int device, const Tuning& tuning) {
   const DeviceProperties& dev = device_properties(device);
   LaunchLimits t;
-  t.smem_bytes = dev.shared_memory_per_block_optin;
-  t.smem_per_sm = dev.shared_memory_per_sm;
+  t.smem = {dev.shared_memory_per_block_optin, dev.shared_memory_per_sm};
   t.sm_count = dev.sm_count;
   // A lowered limit stands for a smaller GPU, whose SM holds one such block (every sm_80+ GPU offers a block its
   // SM's shared memory less the 1 KB the driver reserves: 163 / 164 KB on an A100, 99 / 100 KB on sm_86/89).
-  if (tuning.smem_limit >= 0 && std::size_t(tuning.smem_limit) < t.smem_bytes) {
-    t.smem_bytes = std::size_t(tuning.smem_limit);
-    t.smem_per_sm = std::min(t.smem_per_sm, t.smem_bytes + kSmemReservedPerBlock);
+  if (tuning.smem_limit >= 0 && std::size_t(tuning.smem_limit) < t.smem.per_block) {
+    t.smem.per_block = std::size_t(tuning.smem_limit);
+    t.smem.per_sm = std::min(t.smem.per_sm, t.smem.per_block + kSmemReservedPerBlock);
   }
   t.pick = int(tuning.config);
   return t;
@@ -188,7 +186,7 @@ class FlashPath final : public core::Path {
     const LaunchLimits limits = launch_limits(p.device_index, tuning);
     if (!launch_forward(p.dtype, int(d.Hqk), int(d.Hv), make_params(p, DeviceSeqlens{}, tuning), limits, nullptr,
                         false))
-      return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem_bytes,
+      return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem.per_block,
                          limits.pick >= 0 ? fmt::format(" as configuration {}", limits.pick) : "");
     return std::nullopt;
   }
@@ -221,7 +219,7 @@ class FlashPath final : public core::Path {
     if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), make_params(p, lengths, tuning), limits, stream,
                         true))  // only if the tuning variables changed since why_not()
       core::fail(ErrorCode::unsupported, "flash: no tile configuration fits {} bytes of shared memory",
-                 limits.smem_bytes);
+                 limits.smem.per_block);
   }
 };
 

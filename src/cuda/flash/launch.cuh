@@ -71,14 +71,13 @@ template <bool kModifiers, class Configs>
 bool launch_from_lists(const FlashParams& params, const LaunchLimits& limits, cudaStream_t stream, bool launch) {
   using Small = typename SmallProblemList<Configs>::type;
   using List = std::conditional_t<kModifiers, typename Configs::ModifierList, typename Configs::List>;
-  const SmemBudget budget{limits.smem_bytes, limits.smem_per_sm};
   if (limits.pick < 0 && leaves_sms_idle(typename Configs::List{}, params, limits.sm_count)) {
-    if (const int small = choose_config(Small{}, budget, -1); small >= 0) {
+    if (const int small = choose_config(Small{}, limits.smem, -1); small >= 0) {
       if (launch) launch_index<kModifiers>(Small{}, small, params, stream);
       return true;
     }
   }
-  const int index = choose_config(List{}, budget, limits.pick);
+  const int index = choose_config(List{}, limits.smem, limits.pick);
   if (index < 0) return false;
   if (launch) launch_index<kModifiers>(List{}, index, params, stream);
   return true;

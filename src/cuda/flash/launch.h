@@ -8,20 +8,22 @@
 #include <cstddef>
 
 #include "attnlab/attention.h"
+#include "cuda/flash/config_choice.h"
 #include "cuda/flash/flash_params.h"
 
 namespace attnlab::cuda::flash {
 
 // What the device offers a launch, and the benchmarks' override.
 struct LaunchLimits {
-  std::size_t smem_bytes = 0;  // shared memory per block (the opt-in maximum, or ATTNLAB_FLASH_SMEM_LIMIT below it)
-  std::size_t smem_per_sm = 0;  // shared memory per SM (under ATTNLAB_FLASH_SMEM_LIMIT, that limit + 1 KB)
+  // Shared memory per block (the opt-in maximum, or ATTNLAB_FLASH_SMEM_LIMIT below it) and per SM (under
+  // ATTNLAB_FLASH_SMEM_LIMIT, that limit + 1 KB).
+  SmemBudget smem;
   int sm_count = 0;            // a grid with fewer blocks than SMs takes the small-problem list, if there is one
   int pick = -1;               // ≥ 0: the pick-th configuration of the list (ATTNLAB_FLASH_CONFIG), nothing else
 };
 
 // Launches (Element, Hqk, Hv) on `stream` with the first configuration (tile_configs.h) whose shared memory fits
-// limits.smem_bytes with the blocks per SM it was tuned for (config_choice.h), or with limits.pick ≥ 0 the pick-th
+// limits.smem with the blocks per SM it was tuned for (config_choice.h), or with limits.pick ≥ 0 the pick-th
 // configuration of the list if it fits a block (benchmarks and tests compare them). Calls with a score modifier
 // (softcap, bias, boolean mask) use the modifier list, whose kernels carry the extra per-element work; problems
 // too small to fill the GPU use the small-problem list where the head dims have one. Returns whether a
