@@ -25,6 +25,10 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, 
   const int src_bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+// The same copy for a source known to be in bounds: no source size, so no register holds one.
+__device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `pending` committed groups are still in flight.
 template <int pending>
