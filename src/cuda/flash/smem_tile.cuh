@@ -67,9 +67,11 @@ struct SmemTile {
         const char* from = reinterpret_cast<const char*>(base);
         const std::int64_t step_bytes = std::int64_t(step) * kElementBytes;
 #pragma unroll
-        for (int i = 0; i < kRows / kRowStep; ++i, from += step_bytes)
-          ptx::cp_async_16(kRowStep % 8 == 0 ? dst + i * kRowStep * kRowBytes : tile + offset(row0 + i * kRowStep, chunk),
-                           from);
+        for (int i = 0; i < kRows / kRowStep; ++i, from += step_bytes) {
+          const std::uint32_t to = kRowStep % 8 == 0 ? dst + i * kRowStep * kRowBytes
+                                                     : tile + offset(row0 + i * kRowStep, chunk);
+          ptx::cp_async_16(to, from);
+        }
         return;
       }
     }
