@@ -15,10 +15,11 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+from flash_runs import bench_flash, print_columns, time_cells
 
 
 def label(row):
@@ -30,13 +31,7 @@ def run_build(dist, workloads, groups):
     env = dict(os.environ)
     lib = os.path.join(dist, "lib")
     env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    with tempfile.NamedTemporaryFile(suffix=".jsonl") as rows_file:
-        done = subprocess.run([os.path.join(dist, "bin", "attnlab"), "bench", "--workloads", workloads, "--paths",
-                               "flash", "--groups", str(groups), "--jsonl", rows_file.name], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            sys.exit(f"flash_ab: {dist}: attnlab bench failed:\n{done.stderr}")
-        return [json.loads(line) for line in open(rows_file.name) if line.strip()]
+    return bench_flash(os.path.join(dist, "bin", "attnlab"), workloads, groups, env, f"flash_ab: {dist}")
 
 
 def run_rounds(builds, names, workloads, args, out):
@@ -112,12 +107,8 @@ def main():
     lines = [header]
     for key in order:
         med = [statistics.median(times[(i, key)]) if (i, key) in times else None for i in range(len(builds))]
-        cells = [key] + [f"{t:.4f}" if t else "—" for t in med]
-        cells += [f"{med[0] / t:.3f}×" if t and med[0] else "—" for t in med[1:]]
-        lines.append(cells)
-    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
-    for line in lines:
-        print("  ".join(cell.ljust(w) if k == 0 else cell.rjust(w) for k, (cell, w) in enumerate(zip(line, widths))))
+        lines.append([key] + time_cells(med))
+    print_columns(lines)
     print(f"(median over rounds; ratio = time of {names[0]} / time of the other: > 1 means faster than {names[0]})")
 
 

@@ -12,20 +12,14 @@ small-problem list, so the codelab's default shape runs the list's configuration
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
+
+from flash_runs import bench_flash, print_columns, time_cells
 
 
 def run_config(attnlab, workloads, config, groups, extra_env):
     env = dict(os.environ, ATTNLAB_FLASH_CONFIG=str(config), **extra_env)
-    with tempfile.NamedTemporaryFile(suffix=".jsonl") as rows_file:
-        done = subprocess.run([attnlab, "bench", "--workloads", workloads, "--paths", "flash", "--groups", str(groups),
-                               "--jsonl", rows_file.name], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            sys.exit(f"flash_configs: configuration {config}: attnlab bench failed:\n{done.stderr}")
-        rows = [json.loads(line) for line in open(rows_file.name) if line.strip()]
+    rows = bench_flash(attnlab, workloads, groups, env, f"flash_configs: configuration {config}")
     for row in rows:
         row["note"] = f"ATTNLAB_FLASH_CONFIG={config}; {row['note']}"
     return rows
@@ -72,12 +66,8 @@ def main():
     lines = [header]
     for i, row in enumerate(base):
         times = [runs[c][i]["ms_median"] if i < len(runs[c]) and runs[c][i]["ok"] else None for c in configs]
-        cells = [label(row)] + [f"{t:.4f}" if t else "—" for t in times]
-        cells += [f"{times[0] / t:.3f}×" if t and times[0] else "—" for t in times[1:]]
-        lines.append(cells)
-    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
-    for line in lines:
-        print("  ".join(cell.ljust(w) if k == 0 else cell.rjust(w) for k, (cell, w) in enumerate(zip(line, widths))))
+        lines.append([label(row)] + time_cells(times))
+    print_columns(lines)
     print(f"(ratio = time of config {configs[0]} / time of the other: > 1 means faster than config {configs[0]})")
 
 

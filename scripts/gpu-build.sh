@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds attnlab for a GPU machine into one self-contained folder (default: build/gpu-dist):
 #   bin/attnlab, bin/launch_floor, bin/test_gpu, bin/test_gpu_flash, lib/libattnlab.so*, bench/ (peers.py, summary.py,
-#   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, workloads), run.sh, flash-check.sh
+#   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, flash_runs.py, workloads), run.sh, flash-check.sh
 #   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh)
 # The folder needs nothing on the GPU machine beyond the NVIDIA driver, cuDNN and cuBLAS: the CUDA runtime is
 # linked statically, fmt/CLI11/nlohmann-json are header-only, GoogleTest is linked statically.
@@ -27,7 +27,7 @@ cp "$root/scripts/gpu-run.sh" "$dist/run.sh"
 cp "$root/scripts/gpu-flash-check.sh" "$dist/flash-check.sh"
 cp "$root/scripts/gpu-flash-profile.sh" "$dist/flash-profile.sh"
 cp "$root"/bench/peers.py "$root"/bench/summary.py "$root"/bench/flash_configs.py "$root"/bench/flash_table.py \
-  "$root"/bench/ncu_summary.py "$root"/bench/flash_ab.py \
+  "$root"/bench/ncu_summary.py "$root"/bench/flash_ab.py "$root"/bench/flash_runs.py \
   "$root"/bench/*.json "$dist/bench/"
 du -sh "$dist"
 echo "gpu-build: ready in $dist — on the GPU machine run: $dist/run.sh [OUT_DIR]"
