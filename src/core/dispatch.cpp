@@ -23,58 +23,102 @@ std::string known_paths() {
 
 const char* direction_name(core::Direction d) { return d == core::Direction::forward ? "forward" : "backward"; }
 
-// The reason `path` cannot run `problem`, or nullopt.
-std::optional<std::string> reason_against(const core::Path& path, const core::Problem& problem) {
+// What rules `path` out before its own rules are asked: another device, or not usable on this machine.
+std::optional<std::string> reason_before_rules(const core::Path& path, const core::Problem& problem) {
   if (path.device() != problem.device)
     return fmt::format("it runs on {} tensors, these are on {}", to_string(path.device()), to_string(problem.device));
-  if (auto why = path.unavailable()) return why;
+  return path.unavailable();
+}
+
+// The reason `path` cannot run `problem`, or nullopt.
+std::optional<std::string> reason_against(const core::Path& path, const core::Problem& problem) {
+  if (auto why = reason_before_rules(path, problem)) return why;
   return path.why_not(problem);
 }
 
-const core::Path& choose(const std::string& name, const core::Problem& problem) {
-  if (name != "auto") {
-    const core::Path* path = core::find_path(name);
-    if (path == nullptr) {
-      core::invalid("unknown path '{}': this build has {}", name, known_paths());
-    }
-    if (auto why = reason_against(*path, problem))
-      core::fail(ErrorCode::unsupported, "{}: cannot run this {} call: {}", name, direction_name(problem.direction),
-                 *why);
-    return *path;
-  }
-  // Highest rank first, registration order among equals; the first that can run the call wins, so a call asks
-  // only the paths ranked above the one that runs it (a refusal can cost as much as the call: cudnn builds a plan).
+const core::Path& named_path(const std::string& name) {
+  const core::Path* path = core::find_path(name);
+  if (path == nullptr) core::invalid("unknown path '{}': this build has {}", name, known_paths());
+  return *path;
+}
+
+// Highest rank first, registration order among equals.
+struct Ranked {
+  std::array<const core::Path*, 16> paths{};
+  std::size_t size = 0;
+};
+
+Ranked ranked_paths(const core::Problem& problem) {
   struct Candidate {
     int rank;
     std::size_t order;  // registration order breaks ties
     const core::Path* path;
   };
   const auto& paths = core::registered_paths();
-  std::array<Candidate, 16> ranked{};
+  std::array<Candidate, 16> candidates{};
   const std::size_t n = paths.size();
-  if (n > ranked.size()) core::fail(ErrorCode::internal, "auto: more than {} registered paths", ranked.size());
-  for (std::size_t i = 0; i < n; ++i) ranked[i] = {paths[i]->auto_rank(problem), i, paths[i]};
-  std::sort(ranked.begin(), ranked.begin() + std::ptrdiff_t(n), [](const Candidate& a, const Candidate& b) {
+  if (n > candidates.size()) core::fail(ErrorCode::internal, "auto: more than {} registered paths", candidates.size());
+  for (std::size_t i = 0; i < n; ++i) candidates[i] = {paths[i]->auto_rank(problem), i, paths[i]};
+  std::sort(candidates.begin(), candidates.begin() + std::ptrdiff_t(n), [](const Candidate& a, const Candidate& b) {
     return a.rank != b.rank ? a.rank > b.rank : a.order < b.order;
   });
-  for (std::size_t i = 0; i < n; ++i)
-    if (!reason_against(*ranked[i].path, problem)) return *ranked[i].path;
+  Ranked ranked;
+  for (std::size_t i = 0; i < n; ++i) ranked.paths[ranked.size++] = candidates[i].path;
+  return ranked;
+}
+
+[[noreturn]] void fail_no_path(const core::Problem& problem) {
   std::string reasons;
-  for (const core::Path* path : paths)
+  for (const core::Path* path : core::registered_paths())
     if (auto why = reason_against(*path, problem)) reasons += fmt::format("\n  {}: {}", path->name(), *why);
   core::fail(ErrorCode::unsupported, "auto: no path in this build can run this {} call:{}",
              direction_name(problem.direction), reasons);
 }
 
-RunInfo run(Context& ctx, const core::Problem& problem, const std::string& path_name) {
-  const core::Path& path = choose(path_name, problem);
+// The path that would run `problem` (forced or auto), without running it.
+const core::Path& choose(const std::string& name, const core::Problem& problem) {
+  if (name != "auto") {
+    const core::Path& path = named_path(name);
+    if (auto why = reason_against(path, problem))
+      core::fail(ErrorCode::unsupported, "{}: cannot run this {} call: {}", name, direction_name(problem.direction),
+                 *why);
+    return path;
+  }
+  // The first that can run the call wins, so a call asks only the paths ranked above the one that runs it (a
+  // refusal can cost as much as the call: cudnn builds a plan).
+  const Ranked ranked = ranked_paths(problem);
+  for (std::size_t i = 0; i < ranked.size; ++i)
+    if (!reason_against(*ranked.paths[i], problem)) return *ranked.paths[i];
+  fail_no_path(problem);
+}
+
+// Runs `path` when it can (its rules checked and the call made in one pass: Path::run_if_able); else its reason.
+std::optional<std::string> try_path(Context& ctx, const core::Path& path, const core::Problem& problem) {
+  if (auto why = reason_before_rules(path, problem)) return why;
   ctx.impl().last_workspace_bytes = 0;
   try {
-    path.run(ctx.impl(), problem);
+    return path.run_if_able(ctx.impl(), problem);
   } catch (const std::bad_alloc&) {
     core::fail(ErrorCode::out_of_memory, "{}: out of host memory for its workspace", path.name());
   }
+}
+
+RunInfo ran(Context& ctx, const core::Path& path) {
   return RunInfo{std::string(path.name()), ctx.impl().last_workspace_bytes};
+}
+
+RunInfo run(Context& ctx, const core::Problem& problem, const std::string& path_name) {
+  if (path_name != "auto") {
+    const core::Path& path = named_path(path_name);
+    if (auto why = try_path(ctx, path, problem))
+      core::fail(ErrorCode::unsupported, "{}: cannot run this {} call: {}", path_name,
+                 direction_name(problem.direction), *why);
+    return ran(ctx, path);
+  }
+  const Ranked ranked = ranked_paths(problem);
+  for (std::size_t i = 0; i < ranked.size; ++i)
+    if (!try_path(ctx, *ranked.paths[i], problem)) return ran(ctx, *ranked.paths[i]);
+  fail_no_path(problem);
 }
 
 }  // namespace

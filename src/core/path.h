@@ -29,6 +29,14 @@ class Path {
   // Run. Called only after why_not() returned nullopt. Writes outputs only once it cannot fail any more
   // (allocations first), so a failing call leaves outputs untouched.
   virtual void run(Context::Impl& ctx, const Problem& problem) const = 0;
+  // why_not() and, where it has none, run(): the reason, or nullopt once the call has run. A path whose checks
+  // and launch share work (flash: its tuning variables, limits and kernel parameters) overrides this to do it
+  // once per call, the cost that matters on small calls. It still refuses before it writes or launches anything.
+  virtual std::optional<std::string> run_if_able(Context::Impl& ctx, const Problem& problem) const {
+    if (auto why = why_not(problem)) return why;
+    run(ctx, problem);
+    return std::nullopt;
+  }
 };
 
 // All paths compiled into this build, in registration order.

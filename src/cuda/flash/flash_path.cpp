@@ -80,6 +80,7 @@ LaunchLimits launch_limits(int device, const Tuning& tuning) {
     t.smem.per_sm = std::min(t.smem.per_sm, t.smem.per_block + kSmemReservedPerBlock);
   }
   t.pick = int(tuning.config);
+  t.device = device;
   return t;
 }
 
@@ -121,7 +122,8 @@ std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
   return std::nullopt;
 }
 
-FlashParams make_params(const core::Problem& p, const DeviceSeqlens& lengths, const Tuning& tuning) {
+// The kernel's parameters; the per-batch length pointers are filled where the lengths are placed (launch()).
+FlashParams make_params(const core::Problem& p, const Tuning& tuning) {
   FlashParams f{};
   f.q = p.q.data, f.k = p.k.data, f.v = p.v.data, f.o = p.o.data;
   f.q_stride_b = p.q.strides[0], f.q_stride_t = p.q.strides[1], f.q_stride_n = p.q.strides[2];
@@ -137,8 +139,6 @@ FlashParams make_params(const core::Problem& p, const DeviceSeqlens& lengths, co
   f.scale = p.scale;
   f.softcap = p.softcap;
   f.mask = p.mask;
-  f.q_seqlens = lengths.q;
-  f.kv_seqlens = lengths.kv;
   const ScoreModifier mod = score_modifier(p);
   f.bias = mod.bias;
   f.bias_dtype = mod.bias_dtype;
@@ -161,6 +161,42 @@ class FlashPath final : public core::Path {
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
   std::optional<std::string> why_not(const core::Problem& p) const override {
+    if (auto why = rules(p)) return why;
+    const Tuning tuning = read_tuning();
+    const LaunchLimits limits = launch_limits(p.device_index, tuning);
+    return fits(p, make_params(p, tuning), limits);
+  }
+
+  // why_not() and run() in one pass: the environment, the limits and the kernel's parameters once per call. On the
+  // codelab's shape a call's host time is the launch plus this work (docs/perf-notes.md, the default shape).
+  std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
+    if (auto why = rules(p)) return why;
+    const Tuning tuning = read_tuning();
+    const LaunchLimits limits = launch_limits(p.device_index, tuning);
+    FlashParams params = make_params(p, tuning);
+    if (auto why = fits(p, params, limits)) return why;  // before anything is placed or launched
+    launch(ctx, p, params, limits);
+    return std::nullopt;
+  }
+
+  // Above cudnn (30) on small forward calls, where the call's fixed cost decides (measured at the codelab's
+  // default shape: flash ≈ 6 µs, cudnn ≈ 8.5 µs per call); below it on large ones, where cuDNN's Hopper kernels
+  // run at about twice this sm_80-class kernel's throughput. Small = at most 2^30 FLOPs (≈ 3.5 µs of this kernel).
+  // f32, which cudnn refuses, goes to flash at any size: above cuda-naive (5), which materializes the scores.
+  int auto_rank(const core::Problem& p) const override {
+    const auto& d = p.dims;
+    const double flops = 4.0 * double(d.B) * double(d.N) * double(d.T) * double(d.S) * double(d.Hqk);
+    return flops <= double(1 << 30) ? 35 : 25;
+  }
+
+  void run(Context::Impl& ctx, const core::Problem& p) const override {
+    const Tuning tuning = read_tuning();
+    launch(ctx, p, make_params(p, tuning), launch_limits(p.device_index, tuning));
+  }
+
+ private:
+  // The support rules that need neither the tuning variables nor the tile lists.
+  static std::optional<std::string> rules(const core::Problem& p) {
     if (p.direction == core::Direction::backward)
       return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
     if (p.dtype != DType::f16 && p.dtype != DType::bf16 && p.dtype != DType::f32)
@@ -182,44 +218,35 @@ class FlashPath final : public core::Path {
     const std::pair<const char*, const TensorView*> views[] = {{"q", &p.q}, {"k", &p.k}, {"v", &p.v}, {"o", &p.o}};
     for (auto [name, t] : views)
       if (auto why = layout_rule(name, *t)) return why;
-    const Tuning tuning = read_tuning();
-    const LaunchLimits limits = launch_limits(p.device_index, tuning);
-    if (!launch_forward(p.dtype, int(d.Hqk), int(d.Hv), make_params(p, DeviceSeqlens{}, tuning), limits, nullptr,
-                        false))
-      return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem.per_block,
-                         limits.pick >= 0 ? fmt::format(" as configuration {}", limits.pick) : "");
     return std::nullopt;
   }
 
-  // Above cudnn (30) on small forward calls, where the call's fixed cost decides (measured at the codelab's
-  // default shape: flash ≈ 6 µs, cudnn ≈ 8.5 µs per call); below it on large ones, where cuDNN's Hopper kernels
-  // run at about twice this sm_80-class kernel's throughput. Small = at most 2^30 FLOPs (≈ 3.5 µs of this kernel).
-  // f32, which cudnn refuses, goes to flash at any size: above cuda-naive (5), which materializes the scores.
-  int auto_rank(const core::Problem& p) const override {
-    const auto& d = p.dims;
-    const double flops = 4.0 * double(d.B) * double(d.N) * double(d.T) * double(d.S) * double(d.Hqk);
-    return flops <= double(1 << 30) ? 35 : 25;
+  // Whether a tile configuration fits the limits (nothing is launched).
+  static std::optional<std::string> fits(const core::Problem& p, const FlashParams& params,
+                                         const LaunchLimits& limits) {
+    if (launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), params, limits, nullptr, false)) return std::nullopt;
+    return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem.per_block,
+                       limits.pick >= 0 ? fmt::format(" as configuration {}", limits.pick) : "");
   }
 
-  void run(Context::Impl& ctx, const core::Problem& p) const override {
+  // Places the per-batch lengths (if any) in the path's workspace and launches.
+  static void launch(Context::Impl& ctx, const core::Problem& p, FlashParams params, const LaunchLimits& limits) {
     DeviceGuard guard(p.device_index);
     auto stream = static_cast<cudaStream_t>(ctx.stream);
-    DeviceSeqlens lengths;
     if (p.has_seqlens()) {
       auto& st = ctx.state_for<State>(kName);
       void* scratch = st.workspace.reserve(2 * std::size_t(p.dims.B) * sizeof(std::int32_t), p.device_index, stream,
                                            kName);
-      lengths = place_seqlens(p, static_cast<std::int32_t*>(scratch), stream, kName);
+      const DeviceSeqlens lengths = place_seqlens(p, static_cast<std::int32_t*>(scratch), stream, kName);
+      params.q_seqlens = lengths.q;
+      params.kv_seqlens = lengths.kv;
       ctx.last_workspace_bytes = st.workspace.capacity();
     } else {
       ctx.last_workspace_bytes = 0;
     }
-    const Tuning tuning = read_tuning();
-    const LaunchLimits limits = launch_limits(p.device_index, tuning);
-    if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), make_params(p, lengths, tuning), limits, stream,
-                        true))  // only if the tuning variables changed since why_not()
+    if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), params, limits, stream, true))
       core::fail(ErrorCode::unsupported, "flash: no tile configuration fits {} bytes of shared memory",
-                 limits.smem.per_block);
+                 limits.smem.per_block);  // only if the tuning variables changed since why_not()
   }
 };
 

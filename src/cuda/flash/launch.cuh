@@ -16,12 +16,10 @@ namespace attnlab::cuda::flash {
 // One kernel per (configuration, modifiers); the opt-in to more than 48 KB of shared memory is a per-device
 // attribute, set once per device (a bit per device in `opted_in`).
 template <class Traits, bool kModifiers>
-void launch_with(const FlashParams& p, cudaStream_t stream) {
+void launch_with(const FlashParams& p, int device, cudaStream_t stream) {
   const auto kernel = flash_forward_kernel<Traits, kModifiers>;
   if constexpr (Traits::kSmemBytes > 48 * 1024) {
     static std::atomic<unsigned long long> opted_in{0};
-    int device = 0;
-    check_cuda(cudaGetDevice(&device), "flash: cudaGetDevice");
     const unsigned long long bit = device < 64 ? 1ull << device : 0;
     if (bit == 0 || (opted_in.load(std::memory_order_relaxed) & bit) == 0) {
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes),
@@ -36,16 +34,16 @@ void launch_with(const FlashParams& p, cudaStream_t stream) {
 
 // Launches the index-th configuration of the list (config_choice.h chose it).
 template <bool kModifiers, class Traits, class... Rest>
-void launch_index(TypeList<Traits, Rest...>, int index, const FlashParams& p, cudaStream_t stream) {
+void launch_index(TypeList<Traits, Rest...>, int index, const FlashParams& p, int device, cudaStream_t stream) {
   if (index == 0) {
-    launch_with<Traits, kModifiers>(p, stream);
+    launch_with<Traits, kModifiers>(p, device, stream);
   } else if constexpr (sizeof...(Rest) > 0) {
-    launch_index<kModifiers>(TypeList<Rest...>{}, index - 1, p, stream);
+    launch_index<kModifiers>(TypeList<Rest...>{}, index - 1, p, device, stream);
   }
 }
 
 template <bool kModifiers>
-void launch_index(TypeList<>, int, const FlashParams&, cudaStream_t) {}
+void launch_index(TypeList<>, int, const FlashParams&, int, cudaStream_t) {}
 
 // Configs::SmallList where the head dims have one (tile_configs.h), else an empty list.
 template <class Configs, class = void>
@@ -73,13 +71,13 @@ bool launch_from_lists(const FlashParams& params, const LaunchLimits& limits, cu
   using List = std::conditional_t<kModifiers, typename Configs::ModifierList, typename Configs::List>;
   if (limits.pick < 0 && leaves_sms_idle(typename Configs::List{}, params, limits.sm_count)) {
     if (const int small = choose_config(Small{}, limits.smem, -1); small >= 0) {
-      if (launch) launch_index<kModifiers>(Small{}, small, params, stream);
+      if (launch) launch_index<kModifiers>(Small{}, small, params, limits.device, stream);
       return true;
     }
   }
   const int index = choose_config(List{}, limits.smem, limits.pick);
   if (index < 0) return false;
-  if (launch) launch_index<kModifiers>(List{}, index, params, stream);
+  if (launch) launch_index<kModifiers>(List{}, index, params, limits.device, stream);
   return true;
 }
 

@@ -20,6 +20,7 @@ struct LaunchLimits {
   SmemBudget smem;
   int sm_count = 0;            // a grid with fewer blocks than SMs takes the small-problem list, if there is one
   int pick = -1;               // ≥ 0: the pick-th configuration of the list (ATTNLAB_FLASH_CONFIG), nothing else
+  int device = 0;              // the device launched on, current when the launch runs (its opt-in is per device)
 };
 
 // Launches (Element, Hqk, Hv) on `stream` with the first configuration (tile_configs.h) whose shared memory fits
