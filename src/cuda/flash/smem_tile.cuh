@@ -59,21 +59,19 @@ struct SmemTile {
     const Element* base = src + row0 * stride + chunk * kChunkElements;
     const int step = kRowStep * int(stride);
     const std::uint32_t dst = tile + offset(row0, chunk);
-    if constexpr (kOpaqueThread) {
-      // Every row in bounds (each tile but a sequence's last): no per-row bound, no fallback address, and one
-      // pointer stepped kRowStep rows at a time. The general loop below spends ~9 integer instructions per copy
-      // on its 64-bit address and predicate; rebuilt at every tile, that was ~200 per warp and step.
-      if (valid_rows >= kRows) {
-        const char* from = reinterpret_cast<const char*>(base);
-        const std::int64_t step_bytes = std::int64_t(step) * kElementBytes;
+    // Every row in bounds (each tile but a sequence's last): no per-row bound, no fallback address, and one
+    // pointer stepped kRowStep rows at a time. The general loop below spends ~9 integer instructions per copy
+    // on its 64-bit address and predicate (~200 per warp and step in the kernels that rebuild them per tile).
+    if (valid_rows >= kRows) {
+      const char* from = reinterpret_cast<const char*>(base);
+      const std::int64_t step_bytes = std::int64_t(step) * kElementBytes;
 #pragma unroll
-        for (int i = 0; i < kRows / kRowStep; ++i, from += step_bytes) {
-          const std::uint32_t to = kRowStep % 8 == 0 ? dst + i * kRowStep * kRowBytes
-                                                     : tile + offset(row0 + i * kRowStep, chunk);
-          ptx::cp_async_16(to, from);
-        }
-        return;
+      for (int i = 0; i < kRows / kRowStep; ++i, from += step_bytes) {
+        const std::uint32_t to = kRowStep % 8 == 0 ? dst + i * kRowStep * kRowBytes
+                                                   : tile + offset(row0 + i * kRowStep, chunk);
+        ptx::cp_async_16(to, from);
       }
+      return;
     }
 #pragma unroll
     for (int i = 0; i < kRows / kRowStep; ++i) {
