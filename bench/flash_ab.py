@@ -19,12 +19,7 @@ import sys
 import tempfile
 import time
 
-from flash_runs import bench_flash, print_columns, time_cells
-
-
-def label(row):
-    causal = " causal" if row["causal"] else ""
-    return f"{row['dtype']} B={row['B']} T={row['T']} N={row['N']}/{row['K']} H={row['Hqk']}{causal}"
+from flash_runs import bench_flash, print_columns, time_cells, workload_label
 
 
 def run_build(dist, workloads, groups):
@@ -46,7 +41,7 @@ def run_rounds(builds, names, workloads, args, out):
                 return times, order
             for row in run_build(dist, workloads, args.groups):
                 row["note"] = f"A/B: build {name}, round {rnd}; {row['note']}"
-                key = label(row)
+                key = f"{row['dtype']} {workload_label(row)}"
                 if key not in order:
                     order.append(key)
                 if row["ok"]:

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from flash_runs import bench_flash, print_columns, time_cells
+from flash_runs import bench_flash, print_columns, time_cells, workload_label
 
 
 def run_config(attnlab, workloads, config, groups, extra_env):
@@ -23,11 +23,6 @@ def run_config(attnlab, workloads, config, groups, extra_env):
     for row in rows:
         row["note"] = f"ATTNLAB_FLASH_CONFIG={config}; {row['note']}"
     return rows
-
-
-def label(row):
-    causal = " causal" if row["causal"] else ""
-    return f"B={row['B']} T={row['T']} N={row['N']}/{row['K']} H={row['Hqk']}{causal}"
 
 
 def main():
@@ -66,7 +61,7 @@ def main():
     lines = [header]
     for i, row in enumerate(base):
         times = [runs[c][i]["ms_median"] if i < len(runs[c]) and runs[c][i]["ok"] else None for c in configs]
-        lines.append([label(row)] + time_cells(times))
+        lines.append([workload_label(row)] + time_cells(times))
     print_columns(lines)
     print(f"(ratio = time of config {configs[0]} / time of the other: > 1 means faster than config {configs[0]})")
 

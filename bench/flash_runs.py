@@ -1,5 +1,6 @@
 """What bench/flash_configs.py and bench/flash_ab.py share: one `attnlab bench --paths flash` run whose rows come
-back as dicts, and the plain-text table of times per variant with each one's ratio to the first."""
+back as dicts, a row's workload label, and the plain-text table of times per variant with each one's ratio to the
+first."""
 import json
 import subprocess
 import sys
@@ -15,6 +16,12 @@ def bench_flash(attnlab, workloads, groups, env, what):
         if done.returncode != 0:
             sys.exit(f"{what}: attnlab bench failed:\n{done.stderr}")
         return [json.loads(line) for line in open(rows_file.name) if line.strip()]
+
+
+def workload_label(row):
+    """The shape of a result row, e.g. "B=4 T=4096 N=16/16 H=128 causal"."""
+    causal = " causal" if row["causal"] else ""
+    return f"B={row['B']} T={row['T']} N={row['N']}/{row['K']} H={row['Hqk']}{causal}"
 
 
 def time_cells(times):

@@ -75,21 +75,28 @@ Ranked ranked_paths(const core::Problem& problem) {
              direction_name(problem.direction), reasons);
 }
 
-// The path that would run `problem` (forced or auto), without running it.
-const core::Path& choose(const std::string& name, const core::Problem& problem) {
+// The forced path, or under auto the highest-ranked one that accepts the call. `attempt(path)` is a path's reason
+// against the call, or nullopt once it accepted (why_not asks; run runs). Under auto the first acceptance wins, so
+// a call asks only the paths ranked above the one that takes it (a refusal can cost as much as the call: cudnn
+// builds a plan).
+template <class Attempt>
+const core::Path& first_accepting(const std::string& name, const core::Problem& problem, Attempt attempt) {
   if (name != "auto") {
     const core::Path& path = named_path(name);
-    if (auto why = reason_against(path, problem))
+    if (auto why = attempt(path))
       core::fail(ErrorCode::unsupported, "{}: cannot run this {} call: {}", name, direction_name(problem.direction),
                  *why);
     return path;
   }
-  // The first that can run the call wins, so a call asks only the paths ranked above the one that runs it (a
-  // refusal can cost as much as the call: cudnn builds a plan).
   const Ranked ranked = ranked_paths(problem);
   for (std::size_t i = 0; i < ranked.size; ++i)
-    if (!reason_against(*ranked.paths[i], problem)) return *ranked.paths[i];
+    if (!attempt(*ranked.paths[i])) return *ranked.paths[i];
   fail_no_path(problem);
+}
+
+// The path that would run `problem`, without running it.
+const core::Path& choose(const std::string& name, const core::Problem& problem) {
+  return first_accepting(name, problem, [&](const core::Path& path) { return reason_against(path, problem); });
 }
 
 // Runs `path` when it can (its rules checked and the call made in one pass: Path::run_if_able); else its reason.
@@ -103,22 +110,10 @@ std::optional<std::string> try_path(Context& ctx, const core::Path& path, const 
   }
 }
 
-RunInfo ran(Context& ctx, const core::Path& path) {
-  return RunInfo{std::string(path.name()), ctx.impl().last_workspace_bytes};
-}
-
 RunInfo run(Context& ctx, const core::Problem& problem, const std::string& path_name) {
-  if (path_name != "auto") {
-    const core::Path& path = named_path(path_name);
-    if (auto why = try_path(ctx, path, problem))
-      core::fail(ErrorCode::unsupported, "{}: cannot run this {} call: {}", path_name,
-                 direction_name(problem.direction), *why);
-    return ran(ctx, path);
-  }
-  const Ranked ranked = ranked_paths(problem);
-  for (std::size_t i = 0; i < ranked.size; ++i)
-    if (!try_path(ctx, *ranked.paths[i], problem)) return ran(ctx, *ranked.paths[i]);
-  fail_no_path(problem);
+  const core::Path& path =
+      first_accepting(path_name, problem, [&](const core::Path& p) { return try_path(ctx, p, problem); });
+  return RunInfo{std::string(path.name()), ctx.impl().last_workspace_bytes};
 }
 
 }  // namespace

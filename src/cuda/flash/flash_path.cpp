@@ -161,21 +161,16 @@ class FlashPath final : public core::Path {
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
   std::optional<std::string> why_not(const core::Problem& p) const override {
-    if (auto why = rules(p)) return why;
-    const Tuning tuning = read_tuning();
-    const LaunchLimits limits = launch_limits(p.device_index, tuning);
-    return fits(p, make_params(p, tuning), limits);
+    Plan plan;
+    return plan_call(p, plan);
   }
 
   // why_not() and run() in one pass: the environment, the limits and the kernel's parameters once per call. On the
   // codelab's shape a call's host time is the launch plus this work (docs/perf-notes.md, the default shape).
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
-    if (auto why = rules(p)) return why;
-    const Tuning tuning = read_tuning();
-    const LaunchLimits limits = launch_limits(p.device_index, tuning);
-    FlashParams params = make_params(p, tuning);
-    if (auto why = fits(p, params, limits)) return why;  // before anything is placed or launched
-    launch(ctx, p, params, limits);
+    Plan plan;
+    if (auto why = plan_call(p, plan)) return why;  // before anything is placed or launched
+    launch(ctx, p, plan);
     return std::nullopt;
   }
 
@@ -190,8 +185,7 @@ class FlashPath final : public core::Path {
   }
 
   void run(Context::Impl& ctx, const core::Problem& p) const override {
-    const Tuning tuning = read_tuning();
-    launch(ctx, p, make_params(p, tuning), launch_limits(p.device_index, tuning));
+    if (auto why = run_if_able(ctx, p)) core::fail(ErrorCode::unsupported, "flash: {}", *why);
   }
 
  private:
@@ -221,16 +215,27 @@ class FlashPath final : public core::Path {
     return std::nullopt;
   }
 
-  // Whether a tile configuration fits the limits (nothing is launched).
-  static std::optional<std::string> fits(const core::Problem& p, const FlashParams& params,
-                                         const LaunchLimits& limits) {
-    if (launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), params, limits, nullptr, false)) return std::nullopt;
-    return fmt::format("no tile configuration fits {} bytes of shared memory{}", limits.smem.per_block,
-                       limits.pick >= 0 ? fmt::format(" as configuration {}", limits.pick) : "");
+  // What a launch needs, worked out once per call: the kernel's parameters and the launch limits.
+  struct Plan {
+    FlashParams params;
+    LaunchLimits limits;
+  };
+
+  // The call's reason against flash, or nullopt with `plan` filled: the rules, then whether a tile configuration
+  // fits the limits (nothing is placed or launched).
+  static std::optional<std::string> plan_call(const core::Problem& p, Plan& plan) {
+    if (auto why = rules(p)) return why;
+    const Tuning tuning = read_tuning();
+    plan.limits = launch_limits(p.device_index, tuning);
+    plan.params = make_params(p, tuning);
+    if (launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), plan.params, plan.limits, nullptr, false))
+      return std::nullopt;
+    return fmt::format("no tile configuration fits {} bytes of shared memory{}", plan.limits.smem.per_block,
+                       plan.limits.pick >= 0 ? fmt::format(" as configuration {}", plan.limits.pick) : "");
   }
 
-  // Places the per-batch lengths (if any) in the path's workspace and launches.
-  static void launch(Context::Impl& ctx, const core::Problem& p, FlashParams params, const LaunchLimits& limits) {
+  // Places the per-batch lengths (if any) in the path's workspace and launches the planned configuration.
+  static void launch(Context::Impl& ctx, const core::Problem& p, Plan plan) {
     DeviceGuard guard(p.device_index);
     auto stream = static_cast<cudaStream_t>(ctx.stream);
     if (p.has_seqlens()) {
@@ -238,15 +243,15 @@ class FlashPath final : public core::Path {
       void* scratch = st.workspace.reserve(2 * std::size_t(p.dims.B) * sizeof(std::int32_t), p.device_index, stream,
                                            kName);
       const DeviceSeqlens lengths = place_seqlens(p, static_cast<std::int32_t*>(scratch), stream, kName);
-      params.q_seqlens = lengths.q;
-      params.kv_seqlens = lengths.kv;
+      plan.params.q_seqlens = lengths.q;
+      plan.params.kv_seqlens = lengths.kv;
       ctx.last_workspace_bytes = st.workspace.capacity();
     } else {
       ctx.last_workspace_bytes = 0;
     }
-    if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), params, limits, stream, true))
-      core::fail(ErrorCode::unsupported, "flash: no tile configuration fits {} bytes of shared memory",
-                 limits.smem.per_block);  // only if the tuning variables changed since why_not()
+    // plan_call() chose with these limits, so a configuration fits.
+    if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), plan.params, plan.limits, stream, true))
+      core::fail(ErrorCode::internal, "flash: the planned tile configuration no longer fits");
   }
 };
 
