@@ -5,7 +5,8 @@
 //   cpu_flash_bench --rss T [bwd]              peak RSS of one call at (B, T, N, H) = (1, T, 8, 64), S = T, run in a
 //                                              fresh process: shows the extra memory does not grow with T·S
 //
-// FLOPs are counted as DESIGN §5 does: 4·B·N·T·S·H for the forward (half under a causal mask), 2.5× that backward.
+// FLOPs are counted as docs/design.md §5 does: 4·B·N·T·S·H for the forward (half under a causal mask),
+// 2.5× that backward.
 #include <sys/resource.h>
 
 #include <algorithm>

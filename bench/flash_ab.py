@@ -5,10 +5,10 @@ over both), then one table of each build's median time and its ratio to the firs
 
   flash_ab.py --builds DIST_A,DIST_B --workloads bench/workloads_fwd.json --only 'h128' --rounds 2 --out ab.jsonl
 
-A build is a folder made by scripts/gpu-build.sh (bin/attnlab and lib/). Rows keep the lab's schema (DESIGN §4); the
-note starts with "A/B: build NAME, round R". Each run's rows are appended to --out as soon as it ends, and
---time-limit stops before a run that would start past it, so a call that is cut short still returns what it
-measured.
+A build is a folder made by scripts/gpu-build.sh (bin/attnlab and lib/). Rows keep the lab's schema
+(docs/design.md §4); the note starts with "A/B: build NAME, round R". Each run's rows are appended to --out as soon
+as it ends, and --time-limit stops before a run that would start past it, so a call that is cut short still returns
+what it measured.
 """
 import argparse
 import json

@@ -5,8 +5,8 @@ on the same GPU, then one table of ms per call with each configuration's speed r
 
   flash_configs.py --attnlab DIST/bin/attnlab --workloads bench/workloads_fwd.json --configs 0,1,3 --out rows.jsonl
 
-Rows keep the lab's schema (DESIGN §4); the note starts with ATTNLAB_FLASH_CONFIG=<i>. A configuration that does not
-fit a shape (or does not exist for its head dims) shows as "—". Forcing a configuration also turns off the
+Rows keep the lab's schema (docs/design.md §4); the note starts with ATTNLAB_FLASH_CONFIG=<i>. A configuration that
+does not fit a shape (or does not exist for its head dims) shows as "—". Forcing a configuration also turns off the
 small-problem list, so the codelab's default shape runs the list's configurations too.
 """
 import argparse

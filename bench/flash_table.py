@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The flash kernel's forward table (DESIGN §5): one markdown row per workload with flash's time and TFLOP/s,
+"""The flash kernel's forward table (docs/design.md §5): one markdown row per workload with flash's time and TFLOP/s,
 FA2's (torch-flash) and cuDNN's TFLOP/s from the same run, and the ratios flash / FA2 and flash / cuDNN
 (ratio = time⁻¹, > 1 = flash faster). With --baseline, another run's flash / FA2 goes in a column beside it.
 Exits 1 when a workload lacks a row of flash, FA2 or cuDNN (the ratios would be missing).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peers of attnlab, timed on the same shapes and written in the same JSON rows (DESIGN §4).
+"""Peers of attnlab, timed on the same shapes and written in the same JSON rows (docs/design.md §4).
 
 Runs whatever is installed: PyTorch SDPA (flash = FlashAttention-2, cudnn, efficient, math) and JAX
 (`jax.nn.dot_product_attention` with implementation xla and cudnn, and the codelab's naive function).

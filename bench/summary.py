@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Summarizes result rows (JSON lines, DESIGN §4 schema) from attnlab and its peers into one table per experiment:
-each workload on one line per path, with ms, TFLOP/s and the ratio of time to a reference peer (default
+"""Summarizes result rows (JSON lines, docs/design.md §4 schema) from attnlab and its peers into one table per
+experiment: each workload on one line per path, with ms, TFLOP/s and the ratio of time to a reference peer (default
 torch-cudnn) measured in the same run.
 
   python3 bench/summary.py results/*.jsonl [--ref torch-cudnn]

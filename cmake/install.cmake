@@ -59,7 +59,7 @@ configure_package_config_file(
 write_basic_package_version_file(
   ${PROJECT_BINARY_DIR}/cmake/attnlabConfigVersion.cmake
   VERSION ${PROJECT_VERSION}
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY SameMinorVersion)  # before 1.0 a minor version may change the API (src/CMakeLists.txt)
 install(FILES
     ${PROJECT_BINARY_DIR}/cmake/attnlabConfig.cmake
     ${PROJECT_BINARY_DIR}/cmake/attnlabConfigVersion.cmake

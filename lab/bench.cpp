@@ -1,5 +1,5 @@
 // attnlab bench — the codelab's timing step: each path at a shape (the codelab default (4, 128, 8, 64) unless
-// flags say otherwise) or at every workload of a file (bench/workloads.json: DESIGN §5's shapes, forward and
+// flags say otherwise) or at every workload of a file (bench/workloads.json: docs/design.md §5's shapes, forward and
 // backward), timed the lab's way (timing.h), with TFLOP/s, GB/s, the first call at the new shape, the host's
 // time to issue one call (GPU paths: a call is launch-bound when it is near the median) and the path's
 // workspace. Rows go to the terminal as a table, with --jsonl to a file peers' rows can join, and with --report to

@@ -70,9 +70,9 @@ std::vector<std::string> available_paths(attnlab::Device device) {
 }
 
 // The codelab compares the naive version with the fused one(s): the naive one goes first so it is the reference
-// whatever the registration order. On a GPU the CPU reference (fp64 accumulation, DESIGN §2) leads instead: every
-// GPU path, naive included, is checked against it on the same inputs, and a GPU path that refuses the case (cudnn
-// with f32, say) still leaves something to compare.
+// whatever the registration order. On a GPU the CPU reference (fp64 accumulation, docs/design.md §2) leads
+// instead: every GPU path, naive included, is checked against it on the same inputs, and a GPU path that refuses
+// the case (cudnn with f32, say) still leaves something to compare.
 std::vector<std::string> default_paths(attnlab::Device device) {
   std::vector<std::string> paths = available_paths(device);
   std::stable_partition(paths.begin(), paths.end(), [](const std::string& p) { return p.ends_with("-naive"); });

@@ -1,4 +1,4 @@
-// The problem an experiment runs, as the common flags describe it (DESIGN §4: --device, --paths, shape flags,
+// The problem an experiment runs, as the common flags describe it (docs/design.md §4: --device, --paths, shape flags,
 // --dtype, --causal, --json), and what the defaults resolve to on this machine.
 #pragma once
 

@@ -7,7 +7,7 @@
 namespace lab {
 namespace {
 
-// ordered_json keeps insertion order, so the keys come out in DESIGN §4's order and rows diff cleanly.
+// ordered_json keeps insertion order, so the keys come out in docs/design.md §4's order and rows diff cleanly.
 using Json = nlohmann::ordered_json;
 
 Json number_or_null(const std::optional<double>& v) {

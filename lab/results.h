@@ -1,5 +1,5 @@
 // Result rows: one JSON object per measurement, with the keys every experiment (and the peers' scripts) share
-// (DESIGN §4). A value an experiment did not measure is null, never a made-up number.
+// (docs/design.md §4). A value an experiment did not measure is null, never a made-up number.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ struct ResultRow {
   std::optional<bool> graph;                  // true: timed as CUDA-graph replays (bench/sweep --graph)
 };
 
-// One line of JSON, keys in the order of DESIGN §4, no trailing newline. NaN and infinities become null.
+// One line of JSON, keys in the order of docs/design.md §4, no trailing newline. NaN and infinities become null.
 std::string to_json_line(const ResultRow& row);
 
 }  // namespace lab

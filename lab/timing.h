@@ -1,4 +1,4 @@
-// How the lab times a call (DESIGN §4): warm-up calls first, then several groups of back-to-back calls; each
+// How the lab times a call (docs/design.md §4): warm-up calls first, then several groups of back-to-back calls; each
 // group gives one per-call time (CUDA events on a GPU, a steady clock on the CPU) and the lab reports the median,
 // min and max over groups. Calls receive their index so callers can rotate input sets.
 #pragma once
@@ -26,7 +26,7 @@ struct Timing {
 // Times fn(i). Throws whatever fn throws (e.g. attnlab::Error when a path refuses).
 Timing measure(attnlab::Device device, const std::function<void(int)>& fn, TimingPlan plan);
 
-// FLOPs of one attention call (DESIGN §5): 4·B·N·T·S·Hqk, half when causal, 2.5× for a backward call.
+// FLOPs of one attention call (docs/design.md §5): 4·B·N·T·S·Hqk, half when causal, 2.5× for a backward call.
 double attention_flops(std::int64_t B, std::int64_t N, std::int64_t T, std::int64_t S, std::int64_t Hqk, bool causal,
                        bool backward);
 

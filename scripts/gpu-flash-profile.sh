@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Nsight Compute profiles of the flash kernel and of FA2 (torch's flash backend, bench/peers.py) at the same shapes,
 # in one run on the GPU machine, from a folder made by scripts/gpu-build.sh (there it is flash-profile.sh):
-#   flash-profile.sh [OUT_DIR] [--locked] [SHAPE ...]     SHAPE = B,T,N,K,H[,causal]  (default: the DESIGN §5 Hqk 128
-#                                                          shapes at T = 4k and 8k, no mask)
+#   flash-profile.sh [OUT_DIR] [--locked] [SHAPE ...]     SHAPE = B,T,N,K,H[,causal]  (default: the
+#                                                          docs/design.md §5 Hqk 128 shapes at T = 4k and 8k, no mask)
 # By default the GPU runs at its own clocks (ncu --clock-control none), as in the benchmarks; --locked keeps ncu's
 # base-clock lock, whose cycle counts compare kernels without the power cap's say. Writes OUT_DIR/<path>-<shape>.csv
 # (ncu's details page), OUT_DIR/summary.md (bench/ncu_summary.py over all of them) and OUT_DIR/results.tgz

@@ -2,7 +2,7 @@
 # Runs the GPU tests and a short benchmark from a folder made by scripts/gpu-build.sh, then prints a summary.
 #   run.sh [OUT_DIR] [--tests-only | --bench-only]
 # Writes OUT_DIR/gpu-tests-*.json (GoogleTest), OUT_DIR/attnlab-<set>.jsonl and OUT_DIR/peers-<set>.jsonl (result
-# rows, DESIGN §4 schema; peers where PyTorch is installed) for each workload set (ATTNLAB_BENCH_SETS, default:
+# rows, docs/design.md §4 schema; peers where PyTorch is installed) for each workload set (ATTNLAB_BENCH_SETS, default:
 # workloads_fwd workloads sweep_seq), and OUT_DIR/summary.txt.
 set -uo pipefail
 dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,6 +29,10 @@ if [[ "$mode" != "--bench-only" ]]; then
     done
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  # test_gpu_embed alone and unsharded, once the others are done: it compares the device's free memory before and
+  # after calls (cudaMemGetInfo is device-wide, so another process allocating meanwhile would disturb it).
+  "$dist/bin/test_gpu_embed" --gtest_brief=1 --gtest_output="json:$out/gpu-tests-test_gpu_embed.json" \
+    > "$out/gpu-tests-test_gpu_embed.txt" 2>&1 || status=1
   cat "$out"/gpu-tests-*.txt > "$out/gpu-tests.txt"
   grep -E "^\[  FAILED  \]|Failure|error" "$out/gpu-tests.txt" | head -60
   python3 - "$out" <<'PY'
@@ -42,6 +46,18 @@ for f in glob.glob(sys.argv[1] + "/gpu-tests-*.json"):
             elif t.get("result") == "SKIPPED" or t.get("status") == "NOTRUN": skipped += 1
 print(f"GPU tests: {tests - failed - skipped} passed, {failed} failed, {skipped} skipped (of {tests})")
 PY
+  # How a process holding a Context ends: after a sticky CUDA error, and with the context destroyed at exit. The
+  # exit status is the test (77: no GPU).
+  for ending in sticky at-exit; do
+    "$dist/bin/gpu_teardown" "$ending" > "$out/gpu-teardown-$ending.txt" 2>&1
+    rc=$?
+    case $rc in
+      0) echo "gpu_teardown $ending: passed" ;;
+      77) echo "gpu_teardown $ending: skipped ($(tail -1 "$out/gpu-teardown-$ending.txt"))" ;;
+      *) echo "gpu_teardown $ending: FAILED (exit $rc): $(tail -3 "$out/gpu-teardown-$ending.txt" | tr '\n' ' ')"
+         status=1 ;;
+    esac
+  done
 fi
 
 if [[ "$mode" != "--tests-only" ]]; then

@@ -15,6 +15,7 @@ int main(void) {
   int b, i, j, n, h;
   double max_err = 0.0;
   attnlab_context* ctx = NULL;
+  attnlab_options options;
   attnlab_forward_args args;
   char ran[32];
   const int64_t q_shape[4] = {B, T, N, H}, kv_shape[4] = {B, S, K, H}, lse_shape[3] = {B, N, T};
@@ -36,13 +37,18 @@ int main(void) {
     fprintf(stderr, "context: %s\n", attnlab_last_error());
     return 1;
   }
-  attnlab_forward_args_init(&args);
+  if (attnlab_options_init(&options) != ATTNLAB_OK || attnlab_forward_args_init(&args) != ATTNLAB_OK) {
+    fprintf(stderr, "init: %s\n", attnlab_last_error());
+    attnlab_context_destroy(ctx);
+    return 1;
+  }
   args.q = attnlab_tensor_contiguous(q, ATTNLAB_F32, ATTNLAB_CPU, 4, q_shape);
   args.k = attnlab_tensor_contiguous(k, ATTNLAB_F32, ATTNLAB_CPU, 4, kv_shape);
   args.v = attnlab_tensor_contiguous(v, ATTNLAB_F32, ATTNLAB_CPU, 4, kv_shape);
   args.o = attnlab_tensor_contiguous(o, ATTNLAB_F32, ATTNLAB_CPU, 4, q_shape);
   args.lse = attnlab_tensor_contiguous(lse, ATTNLAB_F32, ATTNLAB_CPU, 3, lse_shape);
-  args.options.causal = 1;
+  options.causal = 1;
+  args.options = &options;
   if (attnlab_forward(ctx, &args, ran, sizeof ran) != ATTNLAB_OK) {
     fprintf(stderr, "forward: %s\n", attnlab_last_error());
     attnlab_context_destroy(ctx);

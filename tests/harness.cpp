@@ -4,7 +4,12 @@
 #include <limits>
 #include <sstream>
 
+#include "attnlab/version.h"
 #include "device_mirror.h"
+
+#if ATTNLAB_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace attnlab_test {
 
@@ -38,6 +43,7 @@ std::string Case::str() const {
   }
   if (!with_lse) s << " no-lse";
   if (device == Device::cuda) s << " cuda" << (seqlens_on_device ? "" : " host-seqlens");
+  if (stream != nullptr) s << " own-stream";
   if (threads) s << " threads=" << threads;
   return s.str();
 }
@@ -168,7 +174,20 @@ namespace {
 attnlab::Context& context_for(const Case& c, attnlab::Context& local) {
   attnlab::Context& ctx = c.context ? *c.context : local;
   if (c.threads > 0) ctx.set_num_threads(c.threads);
+  if (c.stream != nullptr) ctx.set_stream(c.stream);
   return ctx;
+}
+
+// Waits for the case's own stream (nothing to do on the legacy stream: DeviceMirror's copies are ordered after it)
+// and fails the test on an asynchronous error.
+void synchronize_stream(const Case& c) {
+#if ATTNLAB_WITH_CUDA
+  if (c.stream == nullptr) return;
+  const cudaError_t status = cudaStreamSynchronize(static_cast<cudaStream_t>(c.stream));
+  ASSERT_EQ(status, cudaSuccess) << "asynchronous CUDA error on the case's stream: " << cudaGetErrorString(status);
+#else
+  (void)c;
+#endif
 }
 
 // Runs forward / backward on the case's device. On CUDA the outputs, and the inputs (to check they are untouched),
@@ -176,7 +195,11 @@ attnlab::Context& context_for(const Case& c, attnlab::Context& local) {
 attnlab::RunInfo run_forward(attnlab::Context& ctx, const Case& c, Tensors& t) {
   if (c.device == Device::cpu) return attnlab::forward(ctx, forward_args(c, t));
   DeviceMirror mirror;
-  const attnlab::RunInfo info = attnlab::forward(ctx, device_forward_args(c, t, mirror));
+  const attnlab::ForwardArgs args = device_forward_args(c, t, mirror);
+  // A pageable upload may still be in flight when cudaMemcpy returns, and an own stream does not wait for it.
+  if (c.stream != nullptr) mirror.synchronize();
+  const attnlab::RunInfo info = attnlab::forward(ctx, args);
+  synchronize_stream(c);
   mirror.synchronize();
   for (HostTensor* x : {&t.o, &t.lse, &t.q, &t.k, &t.v, &t.bias, &t.mask}) mirror.download(*x);
   if (c.seqlens_on_device) {
@@ -189,7 +212,10 @@ attnlab::RunInfo run_forward(attnlab::Context& ctx, const Case& c, Tensors& t) {
 attnlab::RunInfo run_backward(attnlab::Context& ctx, const Case& c, Tensors& t, GradTensors& g) {
   if (c.device == Device::cpu) return attnlab::backward(ctx, backward_args(c, t, g));
   DeviceMirror mirror;
-  const attnlab::RunInfo info = attnlab::backward(ctx, device_backward_args(c, t, g, mirror));
+  const attnlab::BackwardArgs args = device_backward_args(c, t, g, mirror);
+  if (c.stream != nullptr) mirror.synchronize();  // as in run_forward
+  const attnlab::RunInfo info = attnlab::backward(ctx, args);
+  synchronize_stream(c);
   mirror.synchronize();
   for (HostTensor* x : {&g.dq, &g.dk, &g.dv, &g.d_o, &t.o, &t.lse, &t.q, &t.k, &t.v, &t.bias, &t.mask})
     mirror.download(*x);
@@ -306,6 +332,24 @@ attnlab::BackwardArgs device_backward_args(const Case& c, const Tensors& t, cons
   return a;
 }
 
+ExpectedBackward expected_backward(const Case& c, const Tensors& t, const GradTensors& g) {
+  const ref::Problem p = reference_problem(c, t);
+  const std::vector<double> d_o = g.d_o.values();
+  const std::vector<double> o = t.o.values();
+  const std::vector<double> lse = t.lse.values();
+  return {ref::backward(p, d_o), ref::backward_in_dtype(p, d_o, c.dtype, &o),
+          ref::backward(p, d_o, &o, &lse)};  // the last: exact, from the call's own O and LSE
+}
+
+void check_backward_outputs(const Case& c, const GradTensors& g, const ExpectedBackward& e) {
+  EXPECT_EQ(g.dq.count_nan(), 0) << "dQ elements left unwritten (poison) or NaN";
+  EXPECT_EQ(g.dk.count_nan(), 0) << "dK elements left unwritten (poison) or NaN";
+  EXPECT_EQ(g.dv.count_nan(), 0) << "dV elements left unwritten (poison) or NaN";
+  EXPECT_TRUE(meets_criterion("dQ", c.dtype, g.dq.values(), e.f64.dq, e.same.dq, &e.given.dq, true));
+  EXPECT_TRUE(meets_criterion("dK", c.dtype, g.dk.values(), e.f64.dk, e.same.dk, &e.given.dk, true));
+  EXPECT_TRUE(meets_criterion("dV", c.dtype, g.dv.values(), e.f64.dv, e.same.dv, &e.given.dv, true));
+}
+
 void check_backward(const Case& c0, Rng& rng) {
   Case c = c0;
   c.with_lse = true;  // backward needs the forward call's lse
@@ -321,13 +365,7 @@ void check_backward(const Case& c0, Rng& rng) {
   }
   check_forward_outputs(c, t, expected_forward(c, t));  // the O backward receives must be right in the first place
   GradTensors g = make_grads(c, rng);
-  const ref::Problem p = reference_problem(c, t);
-  const std::vector<double> d_o = g.d_o.values();
-  const ref::Backward r64 = ref::backward(p, d_o);
-  const std::vector<double> o = t.o.values();
-  const ref::Backward same = ref::backward_in_dtype(p, d_o, c.dtype, &o);
-  const std::vector<double> lse = t.lse.values();
-  const ref::Backward given = ref::backward(p, d_o, &o, &lse);  // exact, from the call's own O and LSE
+  const ExpectedBackward expected = expected_backward(c, t, g);
   const auto q0 = snap(t.q), k0 = snap(t.k), v0 = snap(t.v), o0 = snap(t.o), l0 = snap(t.lse), do0 = snap(g.d_o),
              b0 = snap(t.bias), m0 = snap(t.mask), dq0 = snap(g.dq), dk0 = snap(g.dk), dv0 = snap(g.dv);
   attnlab::RunInfo info;
@@ -338,12 +376,7 @@ void check_backward(const Case& c0, Rng& rng) {
     return;
   }
   check_run_info(c, info);
-  EXPECT_EQ(g.dq.count_nan(), 0) << "dQ elements left unwritten (poison) or NaN";
-  EXPECT_EQ(g.dk.count_nan(), 0) << "dK elements left unwritten (poison) or NaN";
-  EXPECT_EQ(g.dv.count_nan(), 0) << "dV elements left unwritten (poison) or NaN";
-  EXPECT_TRUE(meets_criterion("dQ", c.dtype, g.dq.values(), r64.dq, same.dq, &given.dq, true));
-  EXPECT_TRUE(meets_criterion("dK", c.dtype, g.dk.values(), r64.dk, same.dk, &given.dk, true));
-  EXPECT_TRUE(meets_criterion("dV", c.dtype, g.dv.values(), r64.dv, same.dv, &given.dv, true));
+  check_backward_outputs(c, g, expected);
   EXPECT_TRUE(g.dq.padding_unchanged(dq0)) << "dQ: bytes outside the view were written";
   EXPECT_TRUE(g.dk.padding_unchanged(dk0)) << "dK: bytes outside the view were written";
   EXPECT_TRUE(g.dv.padding_unchanged(dv0)) << "dV: bytes outside the view were written";

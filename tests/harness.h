@@ -41,6 +41,10 @@ struct Case {
   bool seqlens_on_device = true;        // cuda only: false passes host sequence lengths with device tensors
   std::string expect_path;              // non-empty: RunInfo.path must be this (what "auto" should pick)
   attnlab::Context* context = nullptr;  // the context to call with; nullptr = a fresh one per case
+  // cuda only: the cudaStream_t the context runs the case on (nullptr = the legacy default stream). The harness
+  // waits for the uploads before the call and for this stream before copying outputs back, since a stream made
+  // with cudaStreamNonBlocking does not wait for the legacy stream that DeviceMirror's copies use, nor it for it.
+  void* stream = nullptr;
 
   std::string str() const;
 };
@@ -76,6 +80,15 @@ void check_forward(const Case& c, Rng& rng);
 // dQ/dK/dV against the fp64 reference backward by the criterion, plus poison, padding and inputs untouched.
 GradTensors make_grads(const Case& c, Rng& rng);
 attnlab::BackwardArgs backward_args(const Case& c, const Tensors& t, const GradTensors& g);
+
+// The references a backward call's gradients are judged by, from the inputs of `t`, the O and LSE in `t` (those
+// the backward call receives) and g.d_o.
+struct ExpectedBackward {
+  ref::Backward f64, same, given;
+};
+ExpectedBackward expected_backward(const Case& c, const Tensors& t, const GradTensors& g);
+// dQ, dK, dV against the criterion, no NaN anywhere (poison survives nowhere).
+void check_backward_outputs(const Case& c, const GradTensors& g, const ExpectedBackward& expected);
 
 // The arguments with every tensor replaced by a device copy held by `mirror` (host sequence lengths stay on the
 // host when !c.seqlens_on_device). Copy outputs back with mirror.download().

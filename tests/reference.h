@@ -1,4 +1,4 @@
-// An independent brute-force reference for DESIGN §2, on dense row-major host arrays of doubles.
+// An independent brute-force reference for docs/design.md §2, on dense row-major host arrays of doubles.
 //
 //   s[i][j] = scale · <q_i, k_j>;  s = c · tanh(s / c) when softcap c > 0;  s += bias;  hidden keys → −inf
 //   o_i = Σ_j softmax_j(s_i) v_j,  lse_i = log Σ_j exp(s_ij);  a row that sees no key: o_i = 0, lse_i = −inf.

@@ -1,6 +1,6 @@
 // The C ABI (attnlab.h): contexts, init defaults, forward and backward equal to the C++ API bit for bit, the
 // path_ran string (truncation included), status codes and the per-thread last error, NULL pointers rejected
-// cleanly, and the path listing.
+// cleanly, and the path listing. test_capi_abi checks the struct versioning and the workspace fields.
 #include "attnlab/attnlab.h"
 
 #include <gtest/gtest.h>
@@ -10,67 +10,11 @@
 #include <thread>
 #include <tuple>
 
+#include "capi_util.h"
 #include "harness.h"
 
 namespace attnlab_test {
 namespace {
-
-attnlab_tensor to_c(const TensorView& t) {
-  attnlab_tensor c;
-  std::memset(&c, 0, sizeof c);
-  c.data = t.data;
-  c.dtype = int32_t(t.dtype);
-  c.device = int32_t(t.device);
-  c.device_index = t.device_index;
-  c.rank = t.rank;
-  for (int d = 0; d < 4; ++d) {
-    c.shape[d] = t.shape[d];
-    c.strides[d] = t.strides[d];
-  }
-  return c;
-}
-
-// Fills C options from C++ options; `path` must outlive the call.
-void to_c(const attnlab::Options& o, const std::string& path, attnlab_options* c) {
-  attnlab_options_init(c);
-  c->has_scale = o.scale.has_value();
-  c->scale = o.scale.value_or(0.0f);
-  c->softcap = o.softcap;
-  c->causal = o.mask.causal;
-  c->mask_align = o.mask.align == attnlab::MaskAlign::bottom_right ? ATTNLAB_BOTTOM_RIGHT : ATTNLAB_TOP_LEFT;
-  c->window_left = o.mask.window_left;
-  c->window_right = o.mask.window_right;
-  c->q_seqlens = to_c(o.q_seqlens);
-  c->kv_seqlens = to_c(o.kv_seqlens);
-  c->bias = to_c(o.bias);
-  c->bool_mask = to_c(o.bool_mask);
-  c->path = path.c_str();
-}
-
-attnlab_forward_args to_c(const attnlab::ForwardArgs& a) {
-  attnlab_forward_args c;
-  attnlab_forward_args_init(&c);
-  c.q = to_c(a.q), c.k = to_c(a.k), c.v = to_c(a.v), c.o = to_c(a.o), c.lse = to_c(a.lse);
-  to_c(a.options, a.options.path, &c.options);
-  return c;
-}
-
-attnlab_backward_args to_c(const attnlab::BackwardArgs& a) {
-  attnlab_backward_args c;
-  attnlab_backward_args_init(&c);
-  c.q = to_c(a.q), c.k = to_c(a.k), c.v = to_c(a.v), c.o = to_c(a.o), c.d_o = to_c(a.d_o), c.lse = to_c(a.lse);
-  c.dq = to_c(a.dq), c.dk = to_c(a.dk), c.dv = to_c(a.dv);
-  to_c(a.options, a.options.path, &c.options);
-  return c;
-}
-
-bool is_absent(const attnlab_tensor& t) { return t.data == nullptr && t.rank == 0; }
-
-struct CContext {
-  attnlab_context* ctx = nullptr;
-  CContext() { EXPECT_EQ(attnlab_context_create(&ctx), ATTNLAB_OK) << attnlab_last_error(); }
-  ~CContext() { attnlab_context_destroy(ctx); }
-};
 
 TEST(CApi, ContextLifecycle) {
   attnlab_context* ctx = nullptr;
@@ -88,7 +32,8 @@ TEST(CApi, ContextLifecycle) {
 TEST(CApi, InitDefaults) {
   attnlab_options o;
   std::memset(&o, 0xab, sizeof o);
-  attnlab_options_init(&o);
+  ASSERT_EQ(attnlab_options_init(&o), ATTNLAB_OK) << attnlab_last_error();
+  EXPECT_EQ(o.struct_size, sizeof o);
   EXPECT_EQ(o.has_scale, 0);
   EXPECT_EQ(o.softcap, 0.0f);
   EXPECT_EQ(o.causal, 0);
@@ -100,18 +45,24 @@ TEST(CApi, InitDefaults) {
 
   attnlab_forward_args f;
   std::memset(&f, 0xab, sizeof f);
-  attnlab_forward_args_init(&f);
+  ASSERT_EQ(attnlab_forward_args_init(&f), ATTNLAB_OK) << attnlab_last_error();
+  EXPECT_EQ(f.struct_size, sizeof f);
   for (const attnlab_tensor* t : {&f.q, &f.k, &f.v, &f.o, &f.lse}) EXPECT_TRUE(is_absent(*t));
-  EXPECT_EQ(f.options.window_left, -1);
-  EXPECT_EQ(f.options.has_scale, 0);
+  EXPECT_EQ(f.options, nullptr);
+  EXPECT_EQ(f.has_workspace, 0);
+  EXPECT_EQ(f.workspace, nullptr);
+  EXPECT_EQ(f.workspace_bytes, 0u);
 
   attnlab_backward_args b;
   std::memset(&b, 0xab, sizeof b);
-  attnlab_backward_args_init(&b);
+  ASSERT_EQ(attnlab_backward_args_init(&b), ATTNLAB_OK) << attnlab_last_error();
+  EXPECT_EQ(b.struct_size, sizeof b);
   for (const attnlab_tensor* t : {&b.q, &b.k, &b.v, &b.o, &b.d_o, &b.lse, &b.dq, &b.dk, &b.dv})
     EXPECT_TRUE(is_absent(*t));
-  EXPECT_EQ(b.options.window_right, -1);
-  EXPECT_TRUE(is_absent(b.options.bias));
+  EXPECT_EQ(b.options, nullptr);
+  EXPECT_EQ(b.has_workspace, 0);
+  EXPECT_EQ(b.workspace, nullptr);
+  EXPECT_EQ(b.workspace_bytes, 0u);
 }
 
 TEST(CApi, TensorContiguous) {
@@ -171,9 +122,9 @@ TEST_P(CApiRoundTrip, ForwardEqualsCpp) {
     CContext cc;
     ASSERT_EQ(attnlab_context_set_num_threads(cc.ctx, c.threads), ATTNLAB_OK);
     const attnlab::ForwardArgs a = forward_args(c, t);
-    const attnlab_forward_args ca = to_c(a);
+    const CForward ca = to_c(a);
     char ran[64];
-    ASSERT_EQ(attnlab_forward(cc.ctx, &ca, ran, sizeof ran), ATTNLAB_OK) << attnlab_last_error();
+    ASSERT_EQ(attnlab_forward(cc.ctx, &ca.args, ran, sizeof ran), ATTNLAB_OK) << attnlab_last_error();
     EXPECT_EQ(std::string(ran), info.path);
     EXPECT_TRUE(t.o.same_bytes(o_cpp)) << "O differs between the C ABI and the C++ API";
     EXPECT_TRUE(t.lse.same_bytes(lse_cpp)) << "LSE differs between the C ABI and the C++ API";
@@ -195,9 +146,9 @@ TEST_P(CApiRoundTrip, BackwardEqualsCpp) {
   CContext cc;
   ASSERT_EQ(attnlab_context_set_num_threads(cc.ctx, c.threads), ATTNLAB_OK);
   const attnlab::BackwardArgs a = backward_args(c, t, g);
-  const attnlab_backward_args ca = to_c(a);
+  const CBackward ca = to_c(a);
   char ran[64];
-  ASSERT_EQ(attnlab_backward(cc.ctx, &ca, ran, sizeof ran), ATTNLAB_OK) << attnlab_last_error();
+  ASSERT_EQ(attnlab_backward(cc.ctx, &ca.args, ran, sizeof ran), ATTNLAB_OK) << attnlab_last_error();
   EXPECT_EQ(std::string(ran), info.path);
   EXPECT_TRUE(g.dq.same_bytes(dq)) << "dQ differs between the C ABI and the C++ API";
   EXPECT_TRUE(g.dk.same_bytes(dk)) << "dK differs between the C ABI and the C++ API";
@@ -218,23 +169,8 @@ INSTANTIATE_TEST_SUITE_P(Paths, CApiRoundTrip,
 // ---------------------------------------------------------------------------------------------------------------
 // path_ran, status codes, last error, NULL pointers
 // ---------------------------------------------------------------------------------------------------------------
-class CApiCalls : public ::testing::Test {
- protected:
-  CApiCalls() : rng_(fresh_seed()) {
-    c_.T = 5, c_.S = 7, c_.N = 2, c_.K = 1, c_.Hqk = 8, c_.Hv = 4;
-    t_ = make_inputs(c_, rng_);
-  }
-  attnlab_status run(const attnlab_forward_args& a, char* ran = nullptr, size_t size = 0) {
-    return attnlab_forward(cc_.ctx, &a, ran, size);
-  }
-  Case c_;
-  Rng rng_;
-  Tensors t_;
-  CContext cc_;
-};
-
 TEST_F(CApiCalls, PathRanAndTruncation) {
-  attnlab_forward_args a = to_c(forward_args(c_, t_));
+  CForward a = to_c(forward_args(c_, t_));
   a.options.path = nullptr;  // NULL means auto
   char ran[32];
   ASSERT_EQ(run(a, ran, sizeof ran), ATTNLAB_OK) << attnlab_last_error();
@@ -255,14 +191,14 @@ TEST_F(CApiCalls, PathRanAndTruncation) {
   EXPECT_STREQ(ran, "cpu-naive");  // exactly fits (9 characters + NUL)
   EXPECT_EQ(run(a, nullptr, 0), ATTNLAB_OK);
   EXPECT_EQ(run(a, nullptr, 16), ATTNLAB_OK) << "a NULL path_ran is allowed whatever the size";
-  a.lse = attnlab_tensor{};  // absent optional output
+  a.args.lse = attnlab_tensor{};  // absent optional output
   EXPECT_EQ(run(a), ATTNLAB_OK) << attnlab_last_error();
 }
 
 TEST_F(CApiCalls, StatusCodesAndLastError) {
   const auto o_before = t_.o.snapshot();
-  attnlab_forward_args a = to_c(forward_args(c_, t_));
-  a.k.shape[3] = 7;
+  CForward a = to_c(forward_args(c_, t_));
+  a.args.k.shape[3] = 7;
   char ran[16] = "untouched";
   EXPECT_EQ(run(a, ran, sizeof ran), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_NE(std::string(attnlab_last_error()).find("k.shape[3] (Hqk = 7) must equal q.shape[3]"), std::string::npos)
@@ -275,17 +211,15 @@ TEST_F(CApiCalls, StatusCodesAndLastError) {
   EXPECT_NE(std::string(attnlab_last_error()).find("unknown path 'nope'"), std::string::npos) << attnlab_last_error();
 
   a = to_c(forward_args(c_, t_));
-  a.q.dtype = a.k.dtype = a.v.dtype = a.o.dtype = ATTNLAB_E4M3;
+  a.args.q.dtype = a.args.k.dtype = a.args.v.dtype = a.args.o.dtype = ATTNLAB_E4M3;
   a.options.path = "cpu-flash";
   EXPECT_EQ(run(a), ATTNLAB_UNSUPPORTED);
   EXPECT_NE(std::string(attnlab_last_error()).find("cpu-flash"), std::string::npos) << attnlab_last_error();
 
-  attnlab_backward_args b;
-  attnlab_backward_args_init(&b);
   GradTensors g = make_grads(c_, rng_);
-  b = to_c(backward_args(c_, t_, g));
-  b.lse = attnlab_tensor{};
-  EXPECT_EQ(attnlab_backward(cc_.ctx, &b, nullptr, 0), ATTNLAB_INVALID_ARGUMENT);
+  CBackward b = to_c(backward_args(c_, t_, g));
+  b.args.lse = attnlab_tensor{};
+  EXPECT_EQ(run_backward(b.args), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_NE(std::string(attnlab_last_error()).find("backward needs the forward call's lse"), std::string::npos)
       << attnlab_last_error();
   EXPECT_TRUE(t_.o.same_bytes(o_before));
@@ -294,31 +228,32 @@ TEST_F(CApiCalls, StatusCodesAndLastError) {
 TEST_F(CApiCalls, OutOfRangeEnumsRejected) {
   // Integers from C that are no valid enum value must be rejected, not cast blindly.
   const auto o_before = t_.o.snapshot();
-  const attnlab_forward_args good = to_c(forward_args(c_, t_));
-  attnlab_forward_args a = good;
-  a.q.dtype = a.k.dtype = a.v.dtype = a.o.dtype = 99;
+  const CForward good = to_c(forward_args(c_, t_));
+  CForward a = good;
+  a.args.q.dtype = a.args.k.dtype = a.args.v.dtype = a.args.o.dtype = 99;
   EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
   a = good;
-  a.q.dtype = -1;
+  a.args.q.dtype = -1;
   EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
   a = good;
-  a.q.device = a.k.device = a.v.device = a.o.device = a.lse.device = 7;
+  a.args.q.device = a.args.k.device = a.args.v.device = a.args.o.device = a.args.lse.device = 7;
   EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
   a = good;
   a.options.mask_align = 3;
   EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("options.mask_align: 3 is not an attnlab_mask_align"));
   a = good;
-  a.q.rank = 5;
+  a.args.q.rank = 5;
   EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
   a = good;
-  a.q.rank = -1;
+  a.args.q.rank = -1;
   EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_TRUE(t_.o.same_bytes(o_before));
   EXPECT_EQ(run(good), ATTNLAB_OK) << attnlab_last_error();
 }
 
 TEST_F(CApiCalls, LastErrorIsPerThread) {
-  attnlab_forward_args a = to_c(forward_args(c_, t_));
+  CForward a = to_c(forward_args(c_, t_));
   a.options.softcap = -1.0f;
   ASSERT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
   const std::string mine = attnlab_last_error();
@@ -328,9 +263,9 @@ TEST_F(CApiCalls, LastErrorIsPerThread) {
     other_initial = attnlab_last_error();
     attnlab_context* ctx = nullptr;
     attnlab_context_create(&ctx);
-    attnlab_forward_args b = to_c(forward_args(c_, t_));
+    CForward b = to_c(forward_args(c_, t_));
     b.options.window_left = -7;
-    attnlab_forward(ctx, &b, nullptr, 0);
+    attnlab_forward(ctx, &b.args, nullptr, 0);
     other_after = attnlab_last_error();
     attnlab_context_destroy(ctx);
   });
@@ -341,21 +276,31 @@ TEST_F(CApiCalls, LastErrorIsPerThread) {
 }
 
 TEST_F(CApiCalls, NullPointersRejected) {
-  const attnlab_forward_args a = to_c(forward_args(c_, t_));
+  const CForward ca = to_c(forward_args(c_, t_));
+  const attnlab_forward_args& a = ca.args;
   EXPECT_EQ(attnlab_forward(nullptr, &a, nullptr, 0), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_STRNE(attnlab_last_error(), "");
   EXPECT_EQ(attnlab_forward(cc_.ctx, nullptr, nullptr, 0), ATTNLAB_INVALID_ARGUMENT);
   GradTensors g = make_grads(c_, rng_);
-  const attnlab_backward_args b = to_c(backward_args(c_, t_, g));
+  const CBackward cb = to_c(backward_args(c_, t_, g));
+  const attnlab_backward_args& b = cb.args;
   EXPECT_EQ(attnlab_backward(nullptr, &b, nullptr, 0), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_EQ(attnlab_backward(cc_.ctx, nullptr, nullptr, 0), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_EQ(attnlab_context_create(nullptr), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_EQ(attnlab_context_set_stream(nullptr, nullptr), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_EQ(attnlab_context_set_num_threads(nullptr, 1), ATTNLAB_INVALID_ARGUMENT);
-  // Init functions have no status to return: NULL must simply do nothing.
-  attnlab_options_init(nullptr);
-  attnlab_forward_args_init(nullptr);
-  attnlab_backward_args_init(nullptr);
+  size_t bytes = 7;
+  EXPECT_EQ(attnlab_forward_workspace_size(nullptr, &a, &bytes), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_EQ(attnlab_forward_workspace_size(cc_.ctx, nullptr, &bytes), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_EQ(attnlab_forward_workspace_size(cc_.ctx, &a, nullptr), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("attnlab_forward_workspace_size: bytes is NULL"));
+  EXPECT_EQ(attnlab_backward_workspace_size(cc_.ctx, &b, nullptr), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_EQ(bytes, 7u) << "a failed call wrote *bytes";
+  // Init functions write nothing through NULL, and say so.
+  EXPECT_EQ(attnlab_options_init(nullptr), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("attnlab_options_init_sized: attnlab_options is NULL"));
+  EXPECT_EQ(attnlab_forward_args_init(nullptr), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_EQ(attnlab_backward_args_init(nullptr), ATTNLAB_INVALID_ARGUMENT);
   // Tensor data pointers: a NULL q is the validation rule "q.data is null".
   attnlab_forward_args n = a;
   n.q.data = nullptr;

@@ -1,6 +1,7 @@
-// Forward accuracy of every CPU path and dtype over the odd-shape grid of DESIGN §2: T×S ∈ {1×1, 1×7, 7×1, 113×203,
-// 203×113, 1023×1024} and head dims Hqk/Hv ∈ {64/64, 40/72, 128/128}, each without a mask and with causal masks
-// of both alignments, against the fp64 reference by the criterion max|out − ref64| ≤ 2·max|ref_dtype − ref64| + 1e-5.
+// Forward accuracy of every CPU path and dtype over the odd-shape grid of docs/design.md §2: T×S ∈ {1×1, 1×7, 7×1,
+// 113×203, 203×113, 1023×1024} and head dims Hqk/Hv ∈ {64/64, 40/72, 128/128}, each without a mask and with causal
+// masks of both alignments, against the fp64 reference by the criterion
+// max|out − ref64| ≤ 2·max|ref_dtype − ref64| + 1e-5.
 #include <gtest/gtest.h>
 
 #include <string>

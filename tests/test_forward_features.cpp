@@ -1,7 +1,7 @@
-// Forward features of DESIGN §2, one test each and in combination, for every CPU path and dtype: causal masks of
-// both alignments with T < S and T > S, sliding windows, per-batch sequence lengths (0-length batches included),
-// softcap, additive bias (f32 and the inputs' dtype, broadcast, −inf entries), boolean masks with fully masked
-// rows, GQA and MQA, strided non-contiguous inputs and outputs, explicit scale, thread counts.
+// Forward features of docs/design.md §2, one test each and in combination, for every CPU path and dtype: causal
+// masks of both alignments with T < S and T > S, sliding windows, per-batch sequence lengths (0-length batches
+// included), softcap, additive bias (f32 and the inputs' dtype, broadcast, −inf entries), boolean masks with fully
+// masked rows, GQA and MQA, strided non-contiguous inputs and outputs, explicit scale, thread counts.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

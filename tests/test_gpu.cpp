@@ -1,15 +1,21 @@
 // The GPU paths (cuda-naive, cudnn, flash) against the fp64 CPU reference, through the same harness as the CPU paths:
 // odd shapes, every mask, GQA/MQA, each dtype a path supports, backward, poisoned outputs, NaN checks; plus the
 // forced-unsupported errors, the graph cache under changing shapes, two host threads at once, and the naive
-// path's out-of-memory error. Every test skips visibly when no GPU can be used.
+// path's out-of-memory error; the odd shapes again on a non-blocking stream with host sequence lengths. Every test
+// skips visibly when no GPU can be used.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <thread>
 #include <tuple>
 
+#include "attnlab/version.h"
 #include "device_mirror.h"
 #include "harness.h"
+
+#if ATTNLAB_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace attnlab_test {
 namespace {
@@ -101,6 +107,60 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuForwardGrid,
 // 4224 × 4224: long enough for many tiles in every direction; one head keeps the fp64 reference quick.
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuForwardGrid,
                          ::testing::ValuesIn(grid({DType::bf16}, {Shape{4224, 4224}}, {Heads{64, 64}})), grid_name);
+
+// The same grid on a stream made with cudaStreamNonBlocking, which does not wait for the legacy default stream:
+// a path that launches anything on the legacy stream (or on none) instead of the context's runs unordered with
+// its own work there. Host sequence lengths go with device tensors, on some batches and not others, so the lengths
+// must reach the kernels through the call itself.
+class GpuForwardGridNonBlocking : public GpuForwardGrid {
+ protected:
+  // One stream for the whole binary, created on first use and never destroyed: destroying it at exit could run
+  // after the CUDA runtime has gone.
+  static void* stream() {
+#if ATTNLAB_WITH_CUDA
+    static cudaStream_t s = [] {
+      cudaStream_t created = nullptr;
+      const cudaError_t status = cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
+      if (status != cudaSuccess) ADD_FAILURE() << "cudaStreamCreateWithFlags: " << cudaGetErrorString(status);
+      return created;
+    }();
+    return s;
+#else
+    return nullptr;
+#endif
+  }
+};
+
+TEST_P(GpuForwardGridNonBlocking, HostSeqlensMatchReference) {
+  ATTNLAB_REQUIRE_GPU();
+  const auto& [path, dtype, shape, heads] = GetParam();
+  ATTNLAB_TEST_RNG(rng);
+  Case c = gpu_case(path, dtype);
+  c.T = shape.T, c.S = shape.S, c.Hqk = heads.Hqk, c.Hv = heads.Hv;
+  const bool mid = shape.T * shape.S > 100'000;
+  c.B = mid ? 2 : 3, c.N = mid ? 1 : 4, c.K = mid ? 1 : 2;  // the grid's reference cost at the large shape
+  c.stream = stream();
+  ASSERT_NE(c.stream, nullptr);
+  c.seqlens_on_device = false;
+  check_forward(c, rng);  // no lengths: the stream alone
+  // Key lengths only: one batch full, one cut to a random length, and (B = 3) one with a single key.
+  c.kv_lens = {std::int32_t(c.S), std::int32_t(rng.integer(1, c.S))};
+  if (c.B == 3) c.kv_lens.push_back(1);
+  check_forward(c, rng);
+  // Both, under a bottom-right causal mask: a batch with no queries, one with a random count.
+  c.q_lens = {std::int32_t(rng.integer(1, c.T)), 0};
+  if (c.B == 3) c.q_lens.push_back(std::int32_t(c.T));
+  c.mask.causal = true;
+  c.mask.align = attnlab::MaskAlign::bottom_right;
+  check_forward(c, rng);
+}
+
+INSTANTIATE_TEST_SUITE_P(OddShapesNonBlockingStream, GpuForwardGridNonBlocking,
+                         ::testing::ValuesIn(grid({DType::f32, DType::bf16},
+                                                  {Shape{1, 1}, Shape{1, 7}, Shape{113, 203}, Shape{203, 113},
+                                                   Shape{1023, 1024}},
+                                                  {Heads{64, 64}, Heads{128, 128}})),
+                         grid_name);
 
 // Head dims other than 64/128 (cuda-naive takes any; cudnn the multiples of 8 up to 256).
 INSTANTIATE_TEST_SUITE_P(OtherHeadDims, GpuForwardGrid,

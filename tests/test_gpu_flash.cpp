@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -26,25 +25,23 @@ Case flash_case(DType dtype) {
   return c;
 }
 
-// Sets one of the flash path's tuning variables for the lifetime of the object (README, "Tuning"):
-//   ATTNLAB_FLASH_SMEM_LIMIT lowers the shared memory it may use (the configurations meant for sm_86/sm_89 then
-//   run here); ATTNLAB_FLASH_CONFIG runs one configuration of the list alone (never the small-problem list);
-//   ATTNLAB_FLASH_SECTION_HEADS sets the scheduling section under banded masks.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+// A context whose tuning steers the flash path (attention.h, Tuning), changed through one field:
+//   flash_smem_limit lowers the shared memory it may use (the configurations meant for sm_86/sm_89 then run here);
+//   flash_config runs one configuration of the list alone (never the small-problem list);
+//   flash_section_heads sets the scheduling section under banded masks.
+// Per context, not through the process environment: nothing else in the process sees it.
+template <class Field, class Value>
+void tune(attnlab::Context& ctx, Field attnlab::Tuning::*field, Value value) {
+  attnlab::Tuning tuning = ctx.tuning();
+  tuning.*field = value;
+  ctx.set_tuning(tuning);
+}
 
- private:
-  const char* name_;
-};
-
-bool flash_accepts(const Case& c, Rng& rng) {
+// Whether flash takes the case in `ctx` (its tuning counts: a forced configuration past the list's end is refused).
+bool flash_accepts(attnlab::Context& ctx, const Case& c, Rng& rng) {
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  return !attnlab::why_not("flash", device_forward_args(c, t, mirror)).has_value();
+  return !attnlab::why_not(ctx, "flash", device_forward_args(c, t, mirror)).has_value();
 }
 
 // Hand-made inputs (check_forward draws its own): one flash call on device copies of `t`, O and LSE against the
@@ -94,12 +91,15 @@ TEST_P(GpuFlash, SoftcapBiasBoolMaskOddSizes) {
 // shapes that cross several query and key tiles, with and without a causal mask.
 TEST_P(GpuFlash, SmallSharedMemoryConfigurations) {
   ATTNLAB_TEST_RNG(rng);
-  for (const char* limit : {"101376", "166912"}) {
-    ScopedEnv small("ATTNLAB_FLASH_SMEM_LIMIT", limit);
+  for (const std::int64_t limit : {101376, 166912}) {
+    SCOPED_TRACE(::testing::Message() << "flash_smem_limit " << limit);
+    attnlab::Context small;
+    tune(small, &attnlab::Tuning::flash_smem_limit, limit);
     for (auto [hqk, hv] : {std::pair{32, 32}, {64, 64}, {96, 96}, {128, 128}, {192, 192}, {192, 128}, {256, 256}}) {
       if (GetParam() == DType::f32 && hqk == 256) continue;  // refused: GpuFlashErrors below
       Case c = flash_case(GetParam());
       c.B = 1, c.T = 203, c.S = 333, c.N = 2, c.K = 1, c.Hqk = hqk, c.Hv = hv;
+      c.context = &small;
       check_forward(c, rng);
       c.mask.causal = true;
       c.mask.align = attnlab::MaskAlign::bottom_right;
@@ -118,10 +118,14 @@ TEST_P(GpuFlash, EveryConfigurationOfTheList) {
     if (GetParam() == DType::f32 && hqk == 256) continue;  // refused: GpuFlashErrors below
     int configurations = 0;
     for (int pick = 0;; ++pick) {
-      ScopedEnv forced("ATTNLAB_FLASH_CONFIG", std::to_string(pick));
+      // No list is this long: a path that accepted every pick would not be seeing the context's forced one.
+      ASSERT_LT(pick, 64) << "flash accepted every forced configuration: Tuning::flash_config is not applied";
+      attnlab::Context forced;
+      tune(forced, &attnlab::Tuning::flash_config, pick);
       Case c = flash_case(GetParam());
       c.B = 2, c.T = 203, c.S = 333, c.N = 4, c.K = 2, c.Hqk = hqk, c.Hv = hv;
-      if (!flash_accepts(c, rng)) break;
+      c.context = &forced;
+      if (!flash_accepts(forced, c, rng)) break;
       SCOPED_TRACE(::testing::Message() << "head dims " << hqk << "/" << hv << ", configuration " << pick);
       check_forward(c, rng);
       c.mask.causal = true;
@@ -130,7 +134,7 @@ TEST_P(GpuFlash, EveryConfigurationOfTheList) {
       // The modifier list, indexed the same way, may be shorter.
       c.softcap = 5.0f;
       c.bias = BiasKind::f32;
-      if (flash_accepts(c, rng)) check_forward(c, rng);
+      if (flash_accepts(forced, c, rng)) check_forward(c, rng);
       ++configurations;
     }
     EXPECT_GE(configurations, 1) << "head dims " << hqk << "/" << hv << ": no configuration ran";
@@ -244,16 +248,18 @@ TEST(GpuFlashErrors, RefusesF32AtHeadDim256) {
 }
 
 // Under a causal or window mask, long sequences run their blocks longest first within sections of (batch, head)
-// pairs (scheduler.cuh). Each section size that divides B·N = 6, forced through ATTNLAB_FLASH_SECTION_HEADS, must
+// pairs (scheduler.cuh). Each section size that divides B·N = 6, forced through Tuning::flash_section_heads, must
 // cover every block exactly once (poisoned outputs catch a block never run); causal, then a window.
 TEST(GpuFlashScheduling, EverySectionSizeCoversEveryBlock) {
   ATTNLAB_REQUIRE_GPU();
   ATTNLAB_TEST_RNG(rng);
-  for (const char* size : {"1", "2", "3", "6"}) {
-    ScopedEnv section("ATTNLAB_FLASH_SECTION_HEADS", size);
+  for (const int size : {1, 2, 3, 6}) {
+    attnlab::Context section;
+    tune(section, &attnlab::Tuning::flash_section_heads, size);
     SCOPED_TRACE(::testing::Message() << "section of " << size << " pairs");
     Case c = flash_case(DType::bf16);
     c.B = 2, c.T = 700, c.S = 900, c.N = 3, c.K = 3, c.Hqk = 64, c.Hv = 64;
+    c.context = &section;
     c.mask.causal = true;
     c.mask.align = attnlab::MaskAlign::bottom_right;
     check_forward(c, rng);

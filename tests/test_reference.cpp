@@ -1,5 +1,5 @@
 // The test reference and helpers themselves can be wrong, so they are tested too: dtype conversions against known
-// encodings, the fp64 forward against closed forms and the mask definitions of DESIGN §2, and the fp64 backward
+// encodings, the fp64 forward against closed forms and the mask definitions of docs/design.md §2, and the fp64 backward
 // against central finite differences of the fp64 forward.
 #include <gtest/gtest.h>
 
@@ -144,7 +144,7 @@ TEST(ReferenceForward, ClosedForms) {
   EXPECT_EQ(f.lse[0], -kInf);
 }
 
-// The visible key sets of DESIGN §2 written out by hand for T = 3 queries and S = 5 keys.
+// The visible key sets of docs/design.md §2 written out by hand for T = 3 queries and S = 5 keys.
 TEST(ReferenceForward, MaskDefinitions) {
   ref::Problem p;
   p.T = 3, p.S = 5;

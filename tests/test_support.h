@@ -1,5 +1,5 @@
 // Test helpers that treat attnlab as a user would: host buffers of f32/f16/bf16/i32/u8 with our own conversions,
-// strided and padded views, NaN poisoning, fresh random inputs, and the accuracy criterion of DESIGN §2.
+// strided and padded views, NaN poisoning, fresh random inputs, and the accuracy criterion of docs/design.md §2.
 // Only include/attnlab/ headers are used; nothing here shares code with the library.
 #pragma once
 
@@ -126,7 +126,7 @@ class HostTensor {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// Accuracy criterion (DESIGN §2): max|out − ref64| ≤ 2 · max|ref_same_dtype − ref64| + 1e-5.
+// Accuracy criterion (docs/design.md §2): max|out − ref64| ≤ 2 · max|ref_same_dtype − ref64| + 1e-5.
 // One refinement: the tolerance is never below what an implementation that computed the exact result from the
 // call's own inputs and rounded it once to the output dtype could be off by,
 //   F = max_i (|x_i − ref64_i| + half_ulp(x_i)),  x = that exact result (`exact_from_inputs`; ref64 when absent).

@@ -1,4 +1,4 @@
-// Every precondition of a forward call (DESIGN §2: "every precondition is checked before any launch ... Nothing
+// Every precondition of a forward call (docs/design.md §2: "every precondition is checked before any launch ... Nothing
 // is written to O when a call fails"): each test breaks one rule and expects the error code, a message naming the
 // rule, and every buffer untouched. Dispatch errors (unknown path, a forced path that cannot run) and parse_dtype
 // are here too.

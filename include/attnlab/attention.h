@@ -2,7 +2,7 @@
 //
 // This is the public C++ API. Everything a user needs is here; the C ABI (attnlab.h) mirrors it for FFI.
 //
-// Layout (DESIGN §2): Q (B, T, N, Hqk), K (B, S, K, Hqk), V (B, S, K, Hv), O (B, T, N, Hv), element strides per
+// Layout (docs/design.md §2): Q (B, T, N, Hqk), K (B, S, K, Hqk), V (B, S, K, Hv), O (B, T, N, Hv), element strides per
 // dimension, last dimension contiguous. Query head n reads KV head n / (N / K) (MHA, GQA, MQA).
 //
 //   s[i][j] = scale · <q_i, k_j>
@@ -76,7 +76,7 @@ struct TensorView {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// Options: everything of DESIGN §2 that is not a tensor of the problem itself.
+// Options: everything of docs/design.md §2 that is not a tensor of the problem itself.
 // ---------------------------------------------------------------------------------------------------------------
 
 // Which diagonal the causal mask and the sliding window are measured from. With per-batch sequence lengths,
@@ -134,13 +134,41 @@ class ATTNLAB_API Error : public std::runtime_error {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// Context: owns what paths keep between calls (library handles, plan caches, workspace, stream, thread count).
-// One context may be used from one thread at a time; use one context per thread for concurrency.
+// Tuning: the knobs that steer paths for tests and tuning, never for correctness. A new context takes
+// Tuning::from_environment(), which reads the ATTNLAB_* variables once per process; set_tuning() changes one
+// context's copy (tests do this instead of changing the process environment while threads run).
+// ---------------------------------------------------------------------------------------------------------------
+struct Tuning {
+  // ATTNLAB_FLASH_SMEM_LIMIT: bytes of shared memory a flash launch may use (−1 = the device's). A lower limit
+  // stands for a smaller GPU (101376 runs the sm_86/sm_89 configurations on any GPU).
+  std::int64_t flash_smem_limit = -1;
+  // ATTNLAB_FLASH_CONFIG: forces the i-th tile configuration of a head dim's list (−1 = chosen per call).
+  int flash_config = -1;
+  // ATTNLAB_FLASH_SECTION_HEADS: (batch, head) pairs per longest-first scheduling section (0 = chosen per call;
+  // ignored unless it divides B·N).
+  int flash_section_heads = 0;
+  // Fault injection for tests: every cuDNN graph build of this context fails as "unsupported", so that auto's
+  // fallback and why_not's agreement with the call can be shown on any GPU.
+  bool cudnn_fail_graph_builds = false;
+
+  // The process's defaults: the environment as it was at the first call of this function.
+  ATTNLAB_API static const Tuning& from_environment();
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Context: owns what paths keep between calls (library handles, plan caches, workspace, stream, CPU threads,
+// tuning). One context may be used from one thread at a time; use one context per thread for concurrency.
+//
+// Streams: every GPU call is ordered on the context's stream and nothing else. A call never synchronizes the
+// device, the host or another stream; small host data (host sequence lengths) travel in kernel parameters, so a
+// host buffer may be rewritten as soon as the call returns. The context's own workspace is reused in the order of
+// its stream; when set_stream() changes the stream, the next call that uses that workspace makes the new stream
+// wait (cudaStreamWaitEvent, not the host) for the last call that used it.
 // ---------------------------------------------------------------------------------------------------------------
 class ATTNLAB_API Context {
  public:
   Context();
-  ~Context();
+  ~Context();  // never throws: teardown errors (a sticky CUDA error, a driver already unloaded) are ignored
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   Context(Context&&) noexcept;
@@ -149,9 +177,12 @@ class ATTNLAB_API Context {
   // CUDA stream (a cudaStream_t) for GPU paths; nullptr is the legacy default stream.
   void set_stream(void* cuda_stream);
   void* stream() const;
-  // Threads used by CPU paths; 0 = all hardware threads.
+  // Threads used by CPU paths; 0 = all hardware threads. The context keeps a pool of that many worker threads,
+  // started at its first multi-threaded call and reused by every later one.
   void set_num_threads(int threads);
   int num_threads() const;
+  void set_tuning(const Tuning& tuning);
+  const Tuning& tuning() const;
 
   struct Impl;
   Impl& impl() { return *impl_; }
@@ -163,11 +194,22 @@ class ATTNLAB_API Context {
 // ---------------------------------------------------------------------------------------------------------------
 // Calls
 // ---------------------------------------------------------------------------------------------------------------
+// Device scratch memory a caller lends to one call, e.g. from its own allocator. 256-byte aligned, on the call's
+// device, not touched by anything else until the call's work on the context's stream has run.
+struct DeviceBuffer {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
 struct ForwardArgs {
   TensorView q, k, v;
   TensorView o;    // output, written only when the call succeeds
   TensorView lse;  // optional output (B, N, T), f32
   Options options;
+  // Optional: when given, GPU paths take all their scratch from it and the call allocates no device memory (a
+  // path that needs more than it holds refuses the call, naming workspace_size()); when absent, the context's own
+  // workspace serves, grown on the stream when a call needs more.
+  std::optional<DeviceBuffer> workspace;
 };
 
 struct BackwardArgs {
@@ -176,16 +218,28 @@ struct BackwardArgs {
   TensorView lse;        // (B, N, T) f32 from the forward call (required)
   TensorView dq, dk, dv; // outputs, shapes and dtypes of q, k, v
   Options options;       // the forward call's options (bias gets no gradient)
+  std::optional<DeviceBuffer> workspace;  // as in ForwardArgs
 };
 
 // What a call did.
 struct RunInfo {
-  std::string path;                // the path that ran (resolves "auto")
+  std::string path;                 // the path that ran (resolves "auto")
   std::size_t workspace_bytes = 0;  // scratch memory the path used (e.g. the naive paths' score matrix)
+  // Device allocations the call made: growing the context's workspace, creating a library handle on a device for
+  // the first time. 0 in the steady state, and 0 whenever a caller workspace is given once the context holds its
+  // handles for the device (the first call that uses a library on a device creates its handle).
+  int device_allocations = 0;
 };
 
 ATTNLAB_API RunInfo forward(Context& ctx, const ForwardArgs& args);
 ATTNLAB_API RunInfo backward(Context& ctx, const BackwardArgs& args);
+
+// The scratch bytes the call would need from a caller workspace: of the path the call would run (auto resolved as
+// the call resolves it, the given workspace ignored). Nothing is launched; the cudnn path builds (and caches in
+// ctx) the graph the call will use, which is what its size depends on. Throws as the call would when no path can
+// run it.
+ATTNLAB_API std::size_t workspace_size(Context& ctx, const ForwardArgs& args);
+ATTNLAB_API std::size_t workspace_size(Context& ctx, const BackwardArgs& args);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Introspection: which paths exist in this build and whether each can run here.
@@ -200,8 +254,14 @@ struct PathInfo {
 
 ATTNLAB_API std::vector<PathInfo> list_paths();
 
-// The reason a path cannot run the given forward case, or nullopt when it can (arguments are validated first; a
-// validation failure throws). Lets callers ask without running anything.
+// The reason a path (or "auto") cannot run the given case, or nullopt when it can (arguments are validated first; a
+// validation failure throws). Nothing is launched.
+// With a context the answer is the call's: what the call would build is built and cached in ctx (a cuDNN graph),
+// so a case cuDNN cannot build is reported here as the call would find it, and auto's answer is the path the call
+// will take. Without a context only the paths' rules are asked (with Tuning::from_environment()): nothing is
+// built, so a case that passes the rules but fails cuDNN's graph build is not seen.
+ATTNLAB_API std::optional<std::string> why_not(Context& ctx, const std::string& path, const ForwardArgs& args);
+ATTNLAB_API std::optional<std::string> why_not(Context& ctx, const std::string& path, const BackwardArgs& args);
 ATTNLAB_API std::optional<std::string> why_not(const std::string& path, const ForwardArgs& args);
 
 struct BuildInfo {

@@ -1,14 +1,35 @@
 /* attnlab C ABI: the same calls as attention.h, for C, ctypes, and any FFI.
  *
  * Plain structs, status codes, and a per-thread last-error message. Pointers are raw host or device pointers;
- * attnlab never owns tensor memory. Initialise option structs with attnlab_options_init() so fields added later
- * get their defaults.
+ * attnlab never owns tensor memory.
  *
  *   attnlab_context* ctx; attnlab_context_create(&ctx);
+ *   attnlab_options opt; attnlab_options_init(&opt); opt.causal = 1;
  *   attnlab_forward_args a; attnlab_forward_args_init(&a);
- *   a.q = ...; a.k = ...; a.v = ...; a.o = ...;
+ *   a.q = attnlab_tensor_contiguous(q, ATTNLAB_F32, ATTNLAB_CPU, 4, q_shape); a.k = ...; a.v = ...; a.o = ...;
+ *   a.options = &opt; (or leave it NULL: every option at its default)
  *   if (attnlab_forward(ctx, &a, NULL, 0) != ATTNLAB_OK) fprintf(stderr, "%s\n", attnlab_last_error());
  *   attnlab_context_destroy(ctx);
+ *
+ * ABI compatibility. A program compiled against one attnlab.h keeps working with every later library:
+ *   - The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args) begin with struct_size,
+ *     which their init function sets to the struct's size as the caller's header declares it. Initialise them
+ *     with the init functions, then set fields; never with = {0} or memset alone. From an FFI without the inline
+ *     init functions, call attnlab_*_init_sized(&s, sizeof s) with the size of the caller's own declaration.
+ *   - Fields are only ever appended, and each new layout comes with a new ATTNLAB_ABI_VERSION. The size of every
+ *     released layout stays accepted forever: the library copies the fields the caller has and gives the fields
+ *     it does not have their defaults. A struct_size the library does not know (0, a layout newer than the
+ *     library, anything else) is refused with ATTNLAB_INVALID_ARGUMENT and a message saying which.
+ *   - Versioned structs are passed by pointer, never embedded by value in another struct: a grown struct would
+ *     shift every field after it.
+ *   - attnlab_tensor is a frozen value type, embedded and returned by value: it carries no size and its layout
+ *     never changes. A new kind of tensor would be a new type.
+ *   - Enums only gain values. A library refuses a value it does not know, naming the field.
+ *
+ * Layouts (x86-64 sizes in brackets):
+ *   ABI 1  attnlab_options: struct_size .. path [408];
+ *          attnlab_forward_args, attnlab_backward_args: struct_size .. options [456, 808].
+ *   ABI 2  attnlab_forward_args, attnlab_backward_args: + has_workspace, workspace, workspace_bytes [480, 832].
  */
 #ifndef ATTNLAB_ATTNLAB_H
 #define ATTNLAB_ATTNLAB_H
@@ -51,7 +72,8 @@ typedef enum attnlab_device { ATTNLAB_CPU = 0, ATTNLAB_CUDA = 1 } attnlab_device
 
 typedef enum attnlab_mask_align { ATTNLAB_TOP_LEFT = 0, ATTNLAB_BOTTOM_RIGHT = 1 } attnlab_mask_align;
 
-/* A tensor view; rank 0 with data NULL means "absent" for optional arguments. Strides are in elements. */
+/* A tensor view; rank 0 with data NULL means "absent" for optional arguments. Strides are in elements.
+ * Frozen: this layout never changes (see "ABI compatibility" above). */
 typedef struct attnlab_tensor {
   void* data;
   int32_t dtype;        /* attnlab_dtype */
@@ -62,7 +84,13 @@ typedef struct attnlab_tensor {
   int64_t strides[4];
 } attnlab_tensor;
 
+/* The ABI of this header: the newest struct layouts it declares. attnlab_abi_version() says the library's; a
+ * library serves every caller whose header's ABI version is at most its own. */
+#define ATTNLAB_ABI_VERSION 2
+
+/* Everything of a call that is not one of its tensors. */
 typedef struct attnlab_options {
+  size_t struct_size;   /* set by attnlab_options_init */
   int32_t has_scale;    /* 0: scale = 1/sqrt(Hqk) */
   float scale;
   float softcap;        /* 0: off */
@@ -75,18 +103,34 @@ typedef struct attnlab_options {
   attnlab_tensor bias;       /* optional, (B|1, N|1, T, S) */
   attnlab_tensor bool_mask;  /* optional, u8 (B|1, N|1, T, S) */
   const char* path;          /* NULL or "auto", or a path name */
+  /* end of ABI 1 */
 } attnlab_options;
 
 typedef struct attnlab_forward_args {
+  size_t struct_size; /* set by attnlab_forward_args_init */
   attnlab_tensor q, k, v, o;
-  attnlab_tensor lse; /* optional (B, N, T) f32 */
-  attnlab_options options;
+  attnlab_tensor lse;              /* optional (B, N, T) f32 */
+  const attnlab_options* options;  /* NULL: every option at its default; read during the call only */
+  /* end of ABI 1 */
+  /* Device scratch memory lent to this call (given iff has_workspace != 0): 256-byte aligned, on the call's device,
+   * untouched by anything else until the call's work on the context's stream has run. GPU paths then take all
+   * their scratch from it and allocate no device memory; attnlab_forward_workspace_size says how much they need. */
+  int32_t has_workspace;
+  void* workspace;
+  size_t workspace_bytes;
+  /* end of ABI 2 */
 } attnlab_forward_args;
 
 typedef struct attnlab_backward_args {
+  size_t struct_size; /* set by attnlab_backward_args_init */
   attnlab_tensor q, k, v, o, d_o, lse;
   attnlab_tensor dq, dk, dv;
-  attnlab_options options;
+  const attnlab_options* options;  /* the forward call's options; NULL: every option at its default */
+  /* end of ABI 1 */
+  int32_t has_workspace; /* as in attnlab_forward_args */
+  void* workspace;
+  size_t workspace_bytes;
+  /* end of ABI 2 */
 } attnlab_backward_args;
 
 typedef struct attnlab_context attnlab_context;
@@ -103,9 +147,27 @@ ATTNLAB_C_API attnlab_status attnlab_context_set_num_threads(attnlab_context* ct
 /* A contiguous (row-major) view of `rank` dimensions. */
 ATTNLAB_C_API attnlab_tensor attnlab_tensor_contiguous(void* data, int32_t dtype, int32_t device, int32_t rank,
                                                        const int64_t* shape);
-ATTNLAB_C_API void attnlab_options_init(attnlab_options* options);
-ATTNLAB_C_API void attnlab_forward_args_init(attnlab_forward_args* args);
-ATTNLAB_C_API void attnlab_backward_args_init(attnlab_backward_args* args);
+
+/* Fill a struct with the defaults and set its struct_size. struct_size is the caller's sizeof of the struct: only
+ * that many bytes are written. A size of no layout this library knows is refused (ATTNLAB_INVALID_ARGUMENT); then
+ * only struct_size itself is set (when the size covers it), so that a call made with the struct is refused too. */
+ATTNLAB_C_API attnlab_status attnlab_options_init_sized(attnlab_options* options, size_t struct_size);
+ATTNLAB_C_API attnlab_status attnlab_forward_args_init_sized(attnlab_forward_args* args, size_t struct_size);
+ATTNLAB_C_API attnlab_status attnlab_backward_args_init_sized(attnlab_backward_args* args, size_t struct_size);
+
+/* The init functions: inline, so that struct_size is the size this header declares. */
+static inline attnlab_status attnlab_options_init(attnlab_options* options) {
+  return attnlab_options_init_sized(options, sizeof *options);
+}
+static inline attnlab_status attnlab_forward_args_init(attnlab_forward_args* args) {
+  return attnlab_forward_args_init_sized(args, sizeof *args);
+}
+static inline attnlab_status attnlab_backward_args_init(attnlab_backward_args* args) {
+  return attnlab_backward_args_init_sized(args, sizeof *args);
+}
+
+/* The library's ABI version (ATTNLAB_ABI_VERSION as the library was built). */
+ATTNLAB_C_API int32_t attnlab_abi_version(void);
 
 /* Runs attention. When path_ran is not NULL, the name of the path that ran is copied there (NUL-terminated,
  * truncated to path_ran_size). On failure nothing is written to the outputs. */
@@ -113,6 +175,14 @@ ATTNLAB_C_API attnlab_status attnlab_forward(attnlab_context* ctx, const attnlab
                                              size_t path_ran_size);
 ATTNLAB_C_API attnlab_status attnlab_backward(attnlab_context* ctx, const attnlab_backward_args* args,
                                               char* path_ran, size_t path_ran_size);
+
+/* The scratch bytes the call would need in a caller workspace (has_workspace): of the path the call would run,
+ * "auto" resolved as the call resolves it, the args' own workspace ignored. Nothing is launched. *bytes is written
+ * only on success. */
+ATTNLAB_C_API attnlab_status attnlab_forward_workspace_size(attnlab_context* ctx, const attnlab_forward_args* args,
+                                                            size_t* bytes);
+ATTNLAB_C_API attnlab_status attnlab_backward_workspace_size(attnlab_context* ctx, const attnlab_backward_args* args,
+                                                             size_t* bytes);
 
 /* Paths compiled in: count, and each one's name, device and availability (reason when unavailable). */
 ATTNLAB_C_API int32_t attnlab_path_count(void);

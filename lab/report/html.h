@@ -1,5 +1,5 @@
 // The report page: built from result rows alone, so every experiment and every peer script feeds it through the
-// DESIGN §4 schema. One section per experiment (a table and its plots); a summary at the top.
+// docs/design.md §4 schema. One section per experiment (a table and its plots); a summary at the top.
 #pragma once
 
 #include <string>

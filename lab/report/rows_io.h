@@ -1,4 +1,4 @@
-// Result rows as the report reads them: any JSON object per line (DESIGN §4 keys, plus whatever extras an
+// Result rows as the report reads them: any JSON object per line (docs/design.md §4 keys, plus whatever extras an
 // experiment or a peer script wrote). Rows are kept as JSON so that keys this code does not know survive into
 // results.json and results.csv unchanged.
 #pragma once
@@ -28,7 +28,7 @@ struct Row {
 // (the --merge inputs), so peers that forgot the key are still shown as peers.
 std::vector<Row> read_rows(const std::string& file, bool as_peer);
 
-// The DESIGN §4 keys, in order: results.csv's first columns.
+// The docs/design.md §4 keys, in order: results.csv's first columns.
 const std::vector<std::string>& schema_keys();
 
 // results.json: all rows, one array. results.csv: §4 keys, then every other key in order of first appearance.

@@ -3,6 +3,8 @@
 // No exception crosses this boundary: every entry point runs its body inside guarded(), which maps
 // attnlab::Error to its code, std::bad_alloc to ATTNLAB_OUT_OF_MEMORY and anything else to ATTNLAB_INTERNAL, and
 // records the message for attnlab_last_error(). A call that succeeds clears the message.
+//
+// Versioned structs are read through capi::accept() (convert.h), which knows every released layout's size.
 #include "attnlab/attnlab.h"
 
 #include <cstring>
@@ -166,34 +168,26 @@ attnlab_tensor attnlab_tensor_contiguous(void* data, int32_t dtype, int32_t devi
   return t;
 }
 
-void attnlab_options_init(attnlab_options* options) {
-  guarded([&] {
-    if (options != nullptr) *options = attnlab::capi::default_options();
-  });
+attnlab_status attnlab_options_init_sized(attnlab_options* options, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(options, struct_size, "attnlab_options_init_sized: "); });
 }
 
-void attnlab_forward_args_init(attnlab_forward_args* args) {
-  guarded([&] {
-    if (args == nullptr) return;
-    *args = attnlab_forward_args{};
-    args->options = attnlab::capi::default_options();
-  });
+attnlab_status attnlab_forward_args_init_sized(attnlab_forward_args* args, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(args, struct_size, "attnlab_forward_args_init_sized: "); });
 }
 
-void attnlab_backward_args_init(attnlab_backward_args* args) {
-  guarded([&] {
-    if (args == nullptr) return;
-    *args = attnlab_backward_args{};
-    args->options = attnlab::capi::default_options();
-  });
+attnlab_status attnlab_backward_args_init_sized(attnlab_backward_args* args, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(args, struct_size, "attnlab_backward_args_init_sized: "); });
 }
+
+int32_t attnlab_abi_version(void) { return ATTNLAB_ABI_VERSION; }
 
 attnlab_status attnlab_forward(attnlab_context* ctx, const attnlab_forward_args* args, char* path_ran,
                                size_t path_ran_size) {
   return guarded([&] {
     if (ctx == nullptr) null_argument("attnlab_forward", "ctx");
     if (args == nullptr) null_argument("attnlab_forward", "args");
-    const attnlab::ForwardArgs cxx_args = attnlab::capi::to_cxx(*args);
+    const attnlab::ForwardArgs cxx_args = attnlab::capi::to_cxx(args, "attnlab_forward");
     const attnlab::RunInfo info = attnlab::forward(ctx->cxx, cxx_args);
     copy_path_name(info.path, path_ran, path_ran_size);
   });
@@ -204,9 +198,31 @@ attnlab_status attnlab_backward(attnlab_context* ctx, const attnlab_backward_arg
   return guarded([&] {
     if (ctx == nullptr) null_argument("attnlab_backward", "ctx");
     if (args == nullptr) null_argument("attnlab_backward", "args");
-    const attnlab::BackwardArgs cxx_args = attnlab::capi::to_cxx(*args);
+    const attnlab::BackwardArgs cxx_args = attnlab::capi::to_cxx(args, "attnlab_backward");
     const attnlab::RunInfo info = attnlab::backward(ctx->cxx, cxx_args);
     copy_path_name(info.path, path_ran, path_ran_size);
+  });
+}
+
+attnlab_status attnlab_forward_workspace_size(attnlab_context* ctx, const attnlab_forward_args* args,
+                                              size_t* bytes) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_forward_workspace_size", "ctx");
+    if (args == nullptr) null_argument("attnlab_forward_workspace_size", "args");
+    if (bytes == nullptr) null_argument("attnlab_forward_workspace_size", "bytes");
+    const attnlab::ForwardArgs cxx_args = attnlab::capi::to_cxx(args, "attnlab_forward_workspace_size");
+    *bytes = attnlab::workspace_size(ctx->cxx, cxx_args);
+  });
+}
+
+attnlab_status attnlab_backward_workspace_size(attnlab_context* ctx, const attnlab_backward_args* args,
+                                               size_t* bytes) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_backward_workspace_size", "ctx");
+    if (args == nullptr) null_argument("attnlab_backward_workspace_size", "args");
+    if (bytes == nullptr) null_argument("attnlab_backward_workspace_size", "bytes");
+    const attnlab::BackwardArgs cxx_args = attnlab::capi::to_cxx(args, "attnlab_backward_workspace_size");
+    *bytes = attnlab::workspace_size(ctx->cxx, cxx_args);
   });
 }
 

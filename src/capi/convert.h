@@ -3,17 +3,202 @@
 // The C side carries enums as int32_t, so every enum value is range-checked here and a bad one is reported with
 // the field it came from ("options.bias.dtype: 9 is not an attnlab_dtype ..."). Everything else (shapes, strides,
 // pointers, dtype combinations) is left to the core's validation, which checks C and C++ callers alike.
+//
+// The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args) arrive with the struct_size
+// the caller compiled them with. Layouts<S> is the one table of the sizes this library accepts; accept() copies the
+// caller's prefix into a default-initialised current struct, so the fields an older caller lacks get their defaults.
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "attnlab/attention.h"
 #include "attnlab/attnlab.h"
 #include "core/error.h"
 
 namespace attnlab::capi {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Struct layouts by ABI version
+// ---------------------------------------------------------------------------------------------------------------
+struct Layout {
+  int abi;           // the ATTNLAB_ABI_VERSION that introduced it
+  std::size_t size;  // sizeof the struct as a caller of that version compiles it
+};
+
+// sizeof a struct whose fields end after `end` bytes: the end padded to the struct's alignment. Every versioned
+// struct begins with a size_t, whose alignment no later field exceeds, so each layout has the current alignment.
+template <class S>
+constexpr std::size_t layout_size(std::size_t end) {
+  return (end + alignof(S) - 1) / alignof(S) * alignof(S);
+}
+#define ATTNLAB_LAYOUT_END(S, last_field) \
+  ::attnlab::capi::layout_size<S>(offsetof(S, last_field) + sizeof(S{}.last_field))
+
+template <class S>
+struct Layouts;
+
+// Each entry is a released layout, accepted forever: entries are only appended, never removed or changed.
+template <>
+struct Layouts<attnlab_options> {
+  static constexpr const char* name = "attnlab_options";
+  static constexpr const char* init = "attnlab_options_init";
+  static constexpr std::array<Layout, 1> known{{
+      {1, ATTNLAB_LAYOUT_END(attnlab_options, path)},
+  }};
+};
+template <>
+struct Layouts<attnlab_forward_args> {
+  static constexpr const char* name = "attnlab_forward_args";
+  static constexpr const char* init = "attnlab_forward_args_init";
+  static constexpr std::array<Layout, 2> known{{
+      {1, ATTNLAB_LAYOUT_END(attnlab_forward_args, options)},
+      {2, ATTNLAB_LAYOUT_END(attnlab_forward_args, workspace_bytes)},
+  }};
+};
+template <>
+struct Layouts<attnlab_backward_args> {
+  static constexpr const char* name = "attnlab_backward_args";
+  static constexpr const char* init = "attnlab_backward_args_init";
+  static constexpr std::array<Layout, 2> known{{
+      {1, ATTNLAB_LAYOUT_END(attnlab_backward_args, options)},
+      {2, ATTNLAB_LAYOUT_END(attnlab_backward_args, workspace_bytes)},
+  }};
+};
+#undef ATTNLAB_LAYOUT_END
+
+template <class S>
+constexpr bool layouts_grow() {
+  const auto& known = Layouts<S>::known;
+  if (known.front().abi < 1 || known.back().abi > ATTNLAB_ABI_VERSION) return false;
+  if (known.front().size < sizeof(std::size_t)) return false;
+  for (std::size_t i = 1; i < known.size(); ++i)
+    if (known[i].abi <= known[i - 1].abi || known[i].size <= known[i - 1].size) return false;
+  return true;
+}
+
+// A field appended without a new layout entry fails here, as does a new ATTNLAB_ABI_VERSION that changed no layout.
+#define ATTNLAB_CHECK_LAYOUTS(S)                                                                                \
+  static_assert(offsetof(S, struct_size) == 0 && std::is_same_v<decltype(S{}.struct_size), std::size_t>,       \
+                #S ": struct_size must be the first field, a size_t");                                         \
+  static_assert(Layouts<S>::known.back().size == sizeof(S),                                                   \
+                #S " has fields past its newest known layout: add a layout here and bump ATTNLAB_ABI_VERSION"); \
+  static_assert(layouts_grow<S>(), #S ": layouts must grow in ABI version and size, up to ATTNLAB_ABI_VERSION")
+ATTNLAB_CHECK_LAYOUTS(attnlab_options);
+ATTNLAB_CHECK_LAYOUTS(attnlab_forward_args);
+ATTNLAB_CHECK_LAYOUTS(attnlab_backward_args);
+#undef ATTNLAB_CHECK_LAYOUTS
+static_assert(std::max({Layouts<attnlab_options>::known.back().abi, Layouts<attnlab_forward_args>::known.back().abi,
+                        Layouts<attnlab_backward_args>::known.back().abi}) == ATTNLAB_ABI_VERSION,
+              "ATTNLAB_ABI_VERSION must be the version of the newest layout");
+#if defined(__x86_64__)
+// Released layouts are frozen: a field inserted into or changed inside one changes its size here.
+static_assert(Layouts<attnlab_options>::known[0].size == 408, "attnlab_options' ABI 1 layout changed");
+static_assert(Layouts<attnlab_forward_args>::known[0].size == 456, "attnlab_forward_args' ABI 1 layout changed");
+static_assert(Layouts<attnlab_forward_args>::known[1].size == 480, "attnlab_forward_args' ABI 2 layout changed");
+static_assert(Layouts<attnlab_backward_args>::known[0].size == 808, "attnlab_backward_args' ABI 1 layout changed");
+static_assert(Layouts<attnlab_backward_args>::known[1].size == 832, "attnlab_backward_args' ABI 2 layout changed");
+#endif
+
+template <class S>
+bool is_known_size(std::size_t size) {
+  return std::any_of(Layouts<S>::known.begin(), Layouts<S>::known.end(),
+                     [&](const Layout& l) { return l.size == size; });
+}
+
+// Far beyond any layout's growth: such a struct_size is garbage (typically the first pointer of a struct compiled
+// against a header from before struct_size), not a newer layout.
+inline constexpr std::size_t kImplausibleStructSize = std::size_t(1) << 16;
+
+// Refuses a struct_size of no known layout, saying why. `where` names the call and the argument ("attnlab_forward:
+// "); `in_init` is true for the size given to attnlab_*_init_sized, false for a struct's struct_size field.
+template <class S>
+void check_struct_size(std::size_t size, const std::string& where, bool in_init) {
+  using L = Layouts<S>;
+  if (is_known_size<S>(size)) return;
+  const std::string field = in_init ? std::string("struct_size") : std::string(L::name) + ".struct_size";
+  if (size == 0 && !in_init)
+    core::invalid("{}{} was not set (it is 0): initialise the struct with {}", where, field, L::init);
+  if (size >= kImplausibleStructSize)
+    core::invalid("{}{} = {} is no struct size: {}", where, field, size,
+                  in_init ? std::string("pass sizeof the struct")
+                          : fmt::format("initialise the struct with {} (a caller compiled against an attnlab.h "
+                                        "from before struct_size must be rebuilt)",
+                                        L::init));
+  if (size > sizeof(S))
+    core::invalid("{}{} = {} is larger than this library's {}: the caller was compiled against a newer attnlab.h "
+                  "than this library's (ABI {}); use a library at least as new as that header",
+                  where, field, size, sizeof(S), ATTNLAB_ABI_VERSION);
+  std::string sizes;
+  for (const Layout& l : L::known) sizes += fmt::format("{}ABI {}: {}", sizes.empty() ? "" : ", ", l.abi, l.size);
+  core::invalid("{}{} = {} is the size of no {} layout this library knows ({}){}", where, field, size, L::name,
+                sizes, in_init ? "" : fmt::format(": initialise the struct with {}", L::init));
+}
+
+// The defaults of attnlab::Options, as C fields.
+inline attnlab_options default_options() {
+  const Options d;
+  attnlab_options o{};
+  o.struct_size = sizeof(attnlab_options);
+  o.has_scale = d.scale.has_value() ? 1 : 0;
+  o.scale = d.scale.value_or(0.0f);
+  o.softcap = d.softcap;
+  o.causal = d.mask.causal ? 1 : 0;
+  o.mask_align = static_cast<std::int32_t>(d.mask.align);
+  o.window_left = d.mask.window_left;
+  o.window_right = d.mask.window_right;
+  o.path = nullptr;  // "auto"
+  return o;
+}
+
+// The current struct with every field at its default (tensors absent, options NULL, no workspace).
+template <class S>
+S defaults() {
+  if constexpr (std::is_same_v<S, attnlab_options>) {
+    return default_options();
+  } else {
+    S s{};
+    s.struct_size = sizeof(S);
+    return s;
+  }
+}
+
+// The caller's struct as a current one: the fields of its layout copied, the others at their defaults. Only
+// struct_size bytes of `given` are read: an older caller's struct is that small.
+template <class S>
+S accept(const S* given, const std::string& where) {
+  std::size_t size = 0;
+  std::memcpy(&size, static_cast<const void*>(given), sizeof size);
+  check_struct_size<S>(size, where, false);
+  S current = defaults<S>();
+  std::memcpy(static_cast<void*>(&current), static_cast<const void*>(given), size);
+  current.struct_size = sizeof(S);
+  return current;
+}
+
+// attnlab_*_init_sized: writes the defaults into exactly `size` bytes. A refused size still gets struct_size (when
+// it covers that field), so that a call made with the struct is refused with the reason.
+template <class S>
+void init_sized(S* out, std::size_t size, const std::string& where) {
+  if (out == nullptr) core::invalid("{}{} is NULL", where, Layouts<S>::name);
+  if (!is_known_size<S>(size)) {
+    if (size >= sizeof(std::size_t)) std::memcpy(static_cast<void*>(out), &size, sizeof size);
+    check_struct_size<S>(size, where, true);
+  }
+  S current = defaults<S>();
+  current.struct_size = size;
+  std::memcpy(static_cast<void*>(out), &current, size);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Values
+// ---------------------------------------------------------------------------------------------------------------
 
 inline DType to_dtype(std::int32_t value, const std::string& field) {
   if (value < ATTNLAB_F32 || value > ATTNLAB_U8)
@@ -53,7 +238,9 @@ inline TensorView to_cxx(const attnlab_tensor& t, const std::string& name) {
   return v;
 }
 
-inline Options to_cxx(const attnlab_options& o) {
+// `given` NULL: every option at its default.
+inline Options to_cxx(const attnlab_options* given, const std::string& where) {
+  const attnlab_options o = given == nullptr ? default_options() : accept(given, where + "args->options: ");
   Options out;
   if (o.has_scale != 0) out.scale = o.scale;
   out.softcap = o.softcap;
@@ -69,18 +256,29 @@ inline Options to_cxx(const attnlab_options& o) {
   return out;
 }
 
-inline ForwardArgs to_cxx(const attnlab_forward_args& a) {
+inline std::optional<DeviceBuffer> workspace_to_cxx(std::int32_t has_workspace, void* data, std::size_t bytes) {
+  if (has_workspace == 0) return std::nullopt;
+  return DeviceBuffer{data, bytes};
+}
+
+// `function` names the entry point in messages ("attnlab_forward").
+inline ForwardArgs to_cxx(const attnlab_forward_args* given, const char* function) {
+  const std::string where = std::string(function) + ": ";
+  const attnlab_forward_args a = accept(given, where);
   ForwardArgs out;
   out.q = to_cxx(a.q, "q");
   out.k = to_cxx(a.k, "k");
   out.v = to_cxx(a.v, "v");
   out.o = to_cxx(a.o, "o");
   out.lse = to_cxx(a.lse, "lse");
-  out.options = to_cxx(a.options);
+  out.options = to_cxx(a.options, where);
+  out.workspace = workspace_to_cxx(a.has_workspace, a.workspace, a.workspace_bytes);
   return out;
 }
 
-inline BackwardArgs to_cxx(const attnlab_backward_args& a) {
+inline BackwardArgs to_cxx(const attnlab_backward_args* given, const char* function) {
+  const std::string where = std::string(function) + ": ";
+  const attnlab_backward_args a = accept(given, where);
   BackwardArgs out;
   out.q = to_cxx(a.q, "q");
   out.k = to_cxx(a.k, "k");
@@ -91,23 +289,9 @@ inline BackwardArgs to_cxx(const attnlab_backward_args& a) {
   out.dq = to_cxx(a.dq, "dq");
   out.dk = to_cxx(a.dk, "dk");
   out.dv = to_cxx(a.dv, "dv");
-  out.options = to_cxx(a.options);
+  out.options = to_cxx(a.options, where);
+  out.workspace = workspace_to_cxx(a.has_workspace, a.workspace, a.workspace_bytes);
   return out;
-}
-
-// The defaults of attnlab::Options, as C fields.
-inline attnlab_options default_options() {
-  const Options d;
-  attnlab_options o{};
-  o.has_scale = d.scale.has_value() ? 1 : 0;
-  o.scale = d.scale.value_or(0.0f);
-  o.softcap = d.softcap;
-  o.causal = d.mask.causal ? 1 : 0;
-  o.mask_align = static_cast<std::int32_t>(d.mask.align);
-  o.window_left = d.mask.window_left;
-  o.window_right = d.mask.window_right;
-  o.path = nullptr;  // "auto"
-  return o;
 }
 
 // attnlab_tensor_contiguous: fills `t` with what was asked first, then checks it, so a rejected request still

@@ -1,6 +1,10 @@
 // The registration list: one line per path. Each path's folder defines its factory.
 #include "attnlab/version.h"
+#include "core/dispatch_policy.h"
 #include "core/path.h"
+#if ATTNLAB_WITH_CUDA
+#include "cuda/common/device.h"
+#endif
 
 namespace attnlab {
 namespace cpu {
@@ -29,6 +33,21 @@ const std::vector<const Path*>& registered_paths() {
 #endif
   };
   return paths;
+}
+
+int device_compute_capability(int index) {
+#if ATTNLAB_WITH_CUDA
+  if (cuda::cuda_unavailable()) return 0;
+  try {
+    const cuda::DeviceProperties& p = cuda::device_properties(index);  // a table read once per process
+    return p.cc_major * 10 + p.cc_minor;
+  } catch (const Error&) {
+    return 0;  // no such device: every CUDA path refuses the call with the reason
+  }
+#else
+  (void)index;
+  return 0;
+#endif
 }
 
 const Path* find_path(std::string_view name) {

@@ -20,6 +20,9 @@ void Context::set_num_threads(int threads) {
 }
 int Context::num_threads() const { return impl_->num_threads; }
 
+void Context::set_tuning(const Tuning& tuning) { impl_->tuning = tuning; }
+const Tuning& Context::tuning() const { return impl_->tuning; }
+
 int Context::Impl::threads() const {
   if (num_threads > 0) return num_threads;
   const unsigned hw = std::thread::hardware_concurrency();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "attnlab/attention.h"
+#include "core/thread_pool.h"
 
 namespace attnlab {
 
@@ -19,9 +20,13 @@ struct PathState {
 struct __attribute__((visibility("hidden"))) Context::Impl {
   void* stream = nullptr;
   int num_threads = 0;  // 0 = all hardware threads
+  core::ThreadPool pool;  // the CPU paths' workers: none until the first multi-threaded call, then kept
+  Tuning tuning = Tuning::from_environment();
   std::map<std::string, std::unique_ptr<PathState>, std::less<>> path_states;
-  // Scratch bytes the last call's path used (reported in RunInfo); a path sets it in run().
+
+  // Per call, reported in RunInfo: scratch bytes the path used, device allocations it made.
   std::size_t last_workspace_bytes = 0;
+  int device_allocations = 0;
 
   // The state a path keeps in this context, default-constructed on first use.
   template <class State>

@@ -1,5 +1,5 @@
-// forward() / backward(): validate, choose a path (forced or auto), run it, report which one ran.
-#include <algorithm>
+// forward() / backward() / why_not() / workspace_size(): validate, choose a path (forced, or auto through the
+// dispatch policy), run it or ask it, report which one ran.
 #include <array>
 #include <cstddef>
 #include <new>
@@ -8,11 +8,34 @@
 #include "attnlab/version.h"
 #include "core/context_impl.h"
 #include "core/cpu_features.h"
+#include "core/dispatch_policy.h"
 #include "core/error.h"
 #include "core/path.h"
 #include "core/validate.h"
 
 namespace attnlab {
+namespace core {
+
+std::optional<std::string> workspace_shortfall(const Problem& p, std::size_t needed) {
+  if (!p.workspace || needed <= p.workspace->bytes) return std::nullopt;
+  return fmt::format("needs {} bytes of workspace; the caller's holds {} (attnlab::workspace_size says what a call "
+                     "needs)",
+                     needed, p.workspace->bytes);
+}
+
+CallTraits call_traits(const Problem& p) {
+  CallTraits t;
+  t.device = p.device;
+  t.direction = p.direction;
+  t.dtype = p.dtype;
+  const Dims& d = p.dims;
+  t.flops = 4.0 * double(d.B) * double(d.N) * double(d.T) * double(d.S) * double(d.Hqk);
+  t.cc = p.device == Device::cuda ? device_compute_capability(p.device_index) : 0;
+  return t;
+}
+
+}  // namespace core
+
 namespace {
 
 std::string known_paths() {
@@ -30,55 +53,37 @@ std::optional<std::string> reason_before_rules(const core::Path& path, const cor
   return path.unavailable();
 }
 
-// The reason `path` cannot run `problem`, or nullopt.
-std::optional<std::string> reason_against(const core::Path& path, const core::Problem& problem) {
-  if (auto why = reason_before_rules(path, problem)) return why;
-  return path.why_not(problem);
-}
-
 const core::Path& named_path(const std::string& name) {
   const core::Path* path = core::find_path(name);
   if (path == nullptr) core::invalid("unknown path '{}': this build has {}", name, known_paths());
   return *path;
 }
 
-// Highest rank first, registration order among equals.
-struct Ranked {
+// auto's order for `problem`: the policy row's paths that this build has, then any other registered path (in
+// registration order), so that a path the policy does not name yet is still tried last.
+struct Order {
   std::array<const core::Path*, 16> paths{};
   std::size_t size = 0;
+  void add(const core::Path* p) {
+    for (std::size_t i = 0; i < size; ++i)
+      if (paths[i] == p) return;
+    if (size == paths.size()) core::fail(ErrorCode::internal, "auto: more than {} registered paths", paths.size());
+    paths[size++] = p;
+  }
 };
 
-Ranked ranked_paths(const core::Problem& problem) {
-  struct Candidate {
-    int rank;
-    std::size_t order;  // registration order breaks ties
-    const core::Path* path;
-  };
-  const auto& paths = core::registered_paths();
-  std::array<Candidate, 16> candidates{};
-  const std::size_t n = paths.size();
-  if (n > candidates.size()) core::fail(ErrorCode::internal, "auto: more than {} registered paths", candidates.size());
-  for (std::size_t i = 0; i < n; ++i) candidates[i] = {paths[i]->auto_rank(problem), i, paths[i]};
-  std::sort(candidates.begin(), candidates.begin() + std::ptrdiff_t(n), [](const Candidate& a, const Candidate& b) {
-    return a.rank != b.rank ? a.rank > b.rank : a.order < b.order;
-  });
-  Ranked ranked;
-  for (std::size_t i = 0; i < n; ++i) ranked.paths[ranked.size++] = candidates[i].path;
-  return ranked;
+Order auto_order(const core::Problem& problem) {
+  Order order;
+  for (std::string_view name : core::policy_row(core::call_traits(problem)).order)
+    if (!name.empty())
+      if (const core::Path* p = core::find_path(name)) order.add(p);
+  for (const core::Path* p : core::registered_paths()) order.add(p);
+  return order;
 }
 
-[[noreturn]] void fail_no_path(const core::Problem& problem) {
-  std::string reasons;
-  for (const core::Path* path : core::registered_paths())
-    if (auto why = reason_against(*path, problem)) reasons += fmt::format("\n  {}: {}", path->name(), *why);
-  core::fail(ErrorCode::unsupported, "auto: no path in this build can run this {} call:{}",
-             direction_name(problem.direction), reasons);
-}
-
-// The forced path, or under auto the highest-ranked one that accepts the call. `attempt(path)` is a path's reason
-// against the call, or nullopt once it accepted (why_not asks; run runs). Under auto the first acceptance wins, so
-// a call asks only the paths ranked above the one that takes it (a refusal can cost as much as the call: cudnn
-// builds a plan).
+// The forced path, or under auto the first path of the policy's order that accepts the call. `attempt(path)` is
+// a path's reason against the call, or nullopt once it accepted (why_not asks; run runs). The walk stops at the
+// first acceptance, so a call asks only the paths ordered before the one that takes it.
 template <class Attempt>
 const core::Path& first_accepting(const std::string& name, const core::Problem& problem, Attempt attempt) {
   if (name != "auto") {
@@ -88,55 +93,109 @@ const core::Path& first_accepting(const std::string& name, const core::Problem& 
                  *why);
     return path;
   }
-  const Ranked ranked = ranked_paths(problem);
-  for (std::size_t i = 0; i < ranked.size; ++i)
-    if (!attempt(*ranked.paths[i])) return *ranked.paths[i];
-  fail_no_path(problem);
+  const Order order = auto_order(problem);
+  std::string reasons;
+  for (std::size_t i = 0; i < order.size; ++i) {
+    const core::Path& path = *order.paths[i];
+    auto why = attempt(path);
+    if (!why) return path;
+    reasons += fmt::format("\n  {}: {}", path.name(), *why);
+  }
+  core::fail(ErrorCode::unsupported, "auto: no path in this build can run this {} call:{}",
+             direction_name(problem.direction), reasons);
 }
 
-// The path that would run `problem`, without running it.
-const core::Path& choose(const std::string& name, const core::Problem& problem) {
-  return first_accepting(name, problem, [&](const core::Path& path) { return reason_against(path, problem); });
+// The verdict of `path` on the call in `ctx`, the caller's workspace included; nothing launched.
+core::Verdict verdict(Context& ctx, const core::Path& path, const core::Problem& problem) {
+  if (auto why = reason_before_rules(path, problem)) return {why, 0};
+  core::Verdict v = path.plan(ctx.impl(), problem);
+  if (!v.reason) v.reason = core::workspace_shortfall(problem, v.workspace_bytes);
+  return v;
 }
 
-// Runs `path` when it can (its rules checked and the call made in one pass: Path::run_if_able); else its reason.
+// Runs `path` when it can (its checks and the call in one pass: Path::run_if_able); else its reason.
 std::optional<std::string> try_path(Context& ctx, const core::Path& path, const core::Problem& problem) {
   if (auto why = reason_before_rules(path, problem)) return why;
-  ctx.impl().last_workspace_bytes = 0;
+  Context::Impl& impl = ctx.impl();
+  impl.last_workspace_bytes = 0;
+  impl.device_allocations = 0;
   try {
-    return path.run_if_able(ctx.impl(), problem);
+    return path.run_if_able(impl, problem);
   } catch (const std::bad_alloc&) {
     core::fail(ErrorCode::out_of_memory, "{}: out of host memory for its workspace", path.name());
   }
 }
 
-RunInfo run(Context& ctx, const core::Problem& problem, const std::string& path_name) {
+template <class Args>
+core::Problem problem_on(Context& ctx, const Args& args) {
+  core::Problem problem = core::validate(args);
+  problem.tuning = &ctx.impl().tuning;
+  return problem;
+}
+
+template <class Args>
+RunInfo run(Context& ctx, const Args& args) {
+  const core::Problem problem = problem_on(ctx, args);
   const core::Path& path =
-      first_accepting(path_name, problem, [&](const core::Path& p) { return try_path(ctx, p, problem); });
-  return RunInfo{std::string(path.name()), ctx.impl().last_workspace_bytes};
+      first_accepting(args.options.path, problem, [&](const core::Path& p) { return try_path(ctx, p, problem); });
+  const Context::Impl& impl = ctx.impl();
+  return RunInfo{std::string(path.name()), impl.last_workspace_bytes, impl.device_allocations};
 }
 
-}  // namespace
-
-RunInfo forward(Context& ctx, const ForwardArgs& args) {
-  const core::Problem problem = core::validate(args);
-  return run(ctx, problem, args.options.path);
-}
-
-RunInfo backward(Context& ctx, const BackwardArgs& args) {
-  const core::Problem problem = core::validate(args);
-  return run(ctx, problem, args.options.path);
-}
-
-std::optional<std::string> why_not(const std::string& path_name, const ForwardArgs& args) {
-  const core::Problem problem = core::validate(args);
+// why_not's answer from an attempt: nullopt when the walk found a path, the failure's message when not.
+template <class Attempt>
+std::optional<std::string> refusal(const std::string& name, const core::Problem& problem, Attempt attempt) {
   try {
-    choose(path_name, problem);
+    first_accepting(name, problem, attempt);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::unsupported) return std::string(e.what());
     throw;
   }
   return std::nullopt;
+}
+
+template <class Args>
+std::optional<std::string> why_not_on(Context& ctx, const std::string& name, const Args& args) {
+  const core::Problem problem = problem_on(ctx, args);
+  return refusal(name, problem, [&](const core::Path& p) { return verdict(ctx, p, problem).reason; });
+}
+
+template <class Args>
+std::size_t workspace_size_on(Context& ctx, const Args& args) {
+  core::Problem problem = problem_on(ctx, args);
+  problem.workspace.reset();  // the need of the path the call would choose with enough memory
+  std::size_t bytes = 0;
+  first_accepting(args.options.path, problem, [&](const core::Path& p) {
+    core::Verdict v = verdict(ctx, p, problem);
+    bytes = v.workspace_bytes;
+    return v.reason;
+  });
+  return bytes;
+}
+
+}  // namespace
+
+RunInfo forward(Context& ctx, const ForwardArgs& args) { return run(ctx, args); }
+RunInfo backward(Context& ctx, const BackwardArgs& args) { return run(ctx, args); }
+
+std::size_t workspace_size(Context& ctx, const ForwardArgs& args) { return workspace_size_on(ctx, args); }
+std::size_t workspace_size(Context& ctx, const BackwardArgs& args) { return workspace_size_on(ctx, args); }
+
+std::optional<std::string> why_not(Context& ctx, const std::string& path, const ForwardArgs& args) {
+  return why_not_on(ctx, path, args);
+}
+std::optional<std::string> why_not(Context& ctx, const std::string& path, const BackwardArgs& args) {
+  return why_not_on(ctx, path, args);
+}
+
+// Rules only: no context, so nothing is built (the paths' why_not(), with the process's default tuning).
+std::optional<std::string> why_not(const std::string& path_name, const ForwardArgs& args) {
+  core::Problem problem = core::validate(args);
+  problem.tuning = &Tuning::from_environment();
+  return refusal(path_name, problem, [&](const core::Path& p) -> std::optional<std::string> {
+    if (auto why = reason_before_rules(p, problem)) return why;
+    return p.why_not(problem);
+  });
 }
 
 std::vector<PathInfo> list_paths() {

@@ -1,19 +1,26 @@
-// parallel_for: run fn(task) for task in [0, tasks) on up to `threads` threads (work handed out one task at a
-// time, so uneven tasks, e.g. causal rows, balance themselves). Plain std::thread: no OpenMP runtime to ship.
+// parallel_for: run fn(task, worker) for task in [0, tasks) on up to `threads` workers of a context's ThreadPool
+// (work handed out one task at a time, so uneven tasks, e.g. causal rows, balance themselves). The calling thread
+// is worker 0. Plain std::thread underneath: no OpenMP runtime to ship.
 // fn must not throw; allocate everything a task needs before calling.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <thread>
-#include <vector>
+
+#include "core/thread_pool.h"
 
 namespace attnlab::core {
 
+// Number of workers parallel_for will use at most (for sizing per-worker scratch before the call); every worker
+// index fn sees is below it.
+inline int parallel_workers(std::int64_t tasks, int threads) {
+  return int(std::clamp<std::int64_t>(tasks, 1, std::max(threads, 1)));
+}
+
 template <class Fn>
-void parallel_for(std::int64_t tasks, int threads, Fn&& fn) {
-  const int workers = int(std::clamp<std::int64_t>(tasks, 1, std::max(threads, 1)));
+void parallel_for(ThreadPool& pool, std::int64_t tasks, int threads, Fn&& fn) {
+  const int workers = parallel_workers(tasks, threads);
   if (workers == 1) {
     for (std::int64_t t = 0; t < tasks; ++t) fn(t, 0);
     return;
@@ -22,16 +29,8 @@ void parallel_for(std::int64_t tasks, int threads, Fn&& fn) {
   auto work = [&](int worker) {
     for (std::int64_t t = next.fetch_add(1); t < tasks; t = next.fetch_add(1)) fn(t, worker);
   };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (int w = 1; w < workers; ++w) pool.emplace_back(work, w);
-  work(0);
-  for (auto& t : pool) t.join();
-}
-
-// Number of workers parallel_for will use (for sizing per-worker scratch before the call).
-inline int parallel_workers(std::int64_t tasks, int threads) {
-  return int(std::clamp<std::int64_t>(tasks, 1, std::max(threads, 1)));
+  using Work = decltype(work);
+  pool.run(workers, [](void* w, int worker) { (*static_cast<Work*>(w))(worker); }, &work);
 }
 
 }  // namespace attnlab::core

@@ -1,17 +1,26 @@
 // The path interface and the registry. A path (cpu-naive, cpu-flash, cuda-naive, cudnn, flash, ...) declares what
-// it supports; src/core chooses among paths only through this interface, so adding a path touches its own folder
-// and one registration line in builtin_paths.cpp.
+// it supports; src/core chooses among paths only through this interface and the dispatch policy
+// (dispatch_policy.h), so adding a path touches its own folder, one registration line in builtin_paths.cpp and,
+// for `auto` to prefer it anywhere, one row of the policy.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "attnlab/attention.h"
+#include "core/context_impl.h"
 #include "core/problem.h"
 
 namespace attnlab::core {
+
+// A path's answer for one call on one context, without running it.
+struct Verdict {
+  std::optional<std::string> reason;  // why the path cannot run the call, or nullopt
+  std::size_t workspace_bytes = 0;    // device scratch the call needs (what a caller workspace must hold)
+};
 
 class Path {
  public:
@@ -21,23 +30,33 @@ class Path {
   virtual std::string summary() const = 0;
   // Why this path cannot run on this machine at all (no GPU, library too old, ...), or nullopt.
   virtual std::optional<std::string> unavailable() const { return std::nullopt; }
-  // Why this path cannot run this (validated) problem, or nullopt. Must not launch or allocate anything.
+  // The path's rules: why it cannot run this (validated) problem, or nullopt. Needs no context: nothing is built,
+  // allocated or launched.
   virtual std::optional<std::string> why_not(const Problem& problem) const = 0;
-  // Order under "auto": among paths that can run a problem, the highest rank runs. The problem is given so that a
-  // path can rank itself by size (flash leads on small calls, where it has the lowest per-call cost).
-  virtual int auto_rank(const Problem& problem) const = 0;
-  // Run. Called only after why_not() returned nullopt. Writes outputs only once it cannot fail any more
-  // (allocations first), so a failing call leaves outputs untouched.
-  virtual void run(Context::Impl& ctx, const Problem& problem) const = 0;
-  // why_not() and, where it has none, run(): the reason, or nullopt once the call has run. A path whose checks
-  // and launch share work (flash: its tuning variables, limits and kernel parameters) overrides this to do it
-  // once per call, the cost that matters on small calls. It still refuses before it writes or launches anything.
-  virtual std::optional<std::string> run_if_able(Context::Impl& ctx, const Problem& problem) const {
+  // The call's own verdict on `ctx`: the rules, then whatever the call itself would find before launching (cudnn:
+  // whether cuDNN builds its graph, built and cached in ctx), and the scratch it needs. Launches nothing.
+  virtual Verdict plan(Context::Impl& ctx, const Problem& problem) const { return {why_not(problem), 0}; }
+  // The call in one pass: the same checks as plan(), then the launch. Returns the reason and leaves everything
+  // untouched when the path refuses (a caller workspace too small for it included); writes outputs only once the
+  // call cannot fail any more.
+  virtual std::optional<std::string> run_if_able(Context::Impl& ctx, const Problem& problem) const = 0;
+};
+
+// A path whose checks and run share nothing: run_if_able is why_not() then run().
+class SimplePath : public Path {
+ public:
+  std::optional<std::string> run_if_able(Context::Impl& ctx, const Problem& problem) const final {
     if (auto why = why_not(problem)) return why;
     run(ctx, problem);
     return std::nullopt;
   }
+
+ protected:
+  virtual void run(Context::Impl& ctx, const Problem& problem) const = 0;
 };
+
+// The reason a caller workspace is too small for `needed` bytes, or nullopt (also when none was given).
+std::optional<std::string> workspace_shortfall(const Problem& problem, std::size_t needed);
 
 // All paths compiled into this build, in registration order.
 const std::vector<const Path*>& registered_paths();

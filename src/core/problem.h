@@ -1,8 +1,9 @@
-// A validated attention problem: the user's arguments after every precondition of DESIGN §2 was checked, with
+// A validated attention problem: the user's arguments after every precondition of docs/design.md §2 was checked, with
 // the dimensions named and the defaults (scale) resolved. Paths receive only Problems, never raw arguments.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "attnlab/attention.h"
 
@@ -36,6 +37,12 @@ struct Problem {
   MaskOptions mask;
   TensorView q_seqlens, kv_seqlens;  // empty when absent
   TensorView bias, bool_mask;        // empty when absent
+
+  // Scratch memory the caller lent to this call (validated: 256-byte aligned), or nullopt: the context's serves.
+  std::optional<DeviceBuffer> workspace;
+  // The tuning of the call's context (Tuning::from_environment() for a context-free why_not); never null once
+  // dispatch hands the problem to a path.
+  const Tuning* tuning = nullptr;
 
   bool has_lse() const { return !lse.empty(); }
   bool has_seqlens() const { return !q_seqlens.empty() || !kv_seqlens.empty(); }

@@ -1,4 +1,4 @@
-// Every precondition of DESIGN §2, checked before any path sees a call. Each failure names the rule it broke.
+// Every precondition of docs/design.md §2, checked before any path sees a call. Each failure names the rule it broke.
 #include "core/validate.h"
 
 #include <algorithm>
@@ -255,6 +255,16 @@ void check_like(const char* name, const TensorView& t, const TensorView& like, c
     invalid("{} must have the dtype of {} ({}), got {}", name, like_name, to_string(like.dtype), to_string(t.dtype));
 }
 
+// Paths carve a caller workspace into 256-byte aligned pieces (the alignment cudaMalloc gives, and the largest any
+// kernel or library here asks of its scratch), so the block itself must start on that boundary.
+std::optional<DeviceBuffer> check_workspace(const std::optional<DeviceBuffer>& w) {
+  if (!w) return std::nullopt;
+  if (w->data == nullptr && w->bytes > 0) invalid("workspace.data is null but workspace.bytes = {}", w->bytes);
+  if (reinterpret_cast<std::uintptr_t>(w->data) % 256 != 0)
+    invalid("workspace.data must be 256-byte aligned (as cudaMalloc returns it), got {}", w->data);
+  return w;
+}
+
 }  // namespace
 
 Problem validate(const ForwardArgs& a) {
@@ -269,6 +279,7 @@ Problem validate(const ForwardArgs& a) {
     p.lse = a.lse;
   }
   check_no_aliasing(inputs, outputs);
+  p.workspace = check_workspace(a.workspace);
   return p;
 }
 
@@ -300,6 +311,7 @@ Problem validate(const BackwardArgs& a) {
   p.dq = a.dq;
   p.dk = a.dk;
   p.dv = a.dv;
+  p.workspace = check_workspace(a.workspace);
   return p;
 }
 

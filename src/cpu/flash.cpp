@@ -41,7 +41,7 @@ const Kernels& select_kernels() {
 
 namespace {
 
-class FlashPath final : public core::Path {
+class FlashPath final : public core::SimplePath {
  public:
   std::string_view name() const override { return "cpu-flash"; }
   Device device() const override { return Device::cpu; }
@@ -63,7 +63,8 @@ class FlashPath final : public core::Path {
                          std::max(p.dims.Hqk, p.dims.Hv));
     return std::nullopt;
   }
-  int auto_rank(const core::Problem&) const override { return 20; }
+
+ protected:
   void run(Context::Impl& ctx, const core::Problem& p) const override {
     const Kernels& kernels = select_kernels();
     if (p.direction == core::Direction::forward)

@@ -26,7 +26,7 @@ void run_backward(const Kernels& kernels, Context::Impl& ctx, const core::Proble
                                         std::size_t(2 * round_up(d.Hv, kMaxLanes))});
   const Workspace ws(core::parallel_workers(std::max(tasks, heads), threads), scratch);
 
-  core::parallel_for(heads, threads, [&](std::int64_t bn, int worker) {
+  core::parallel_for(ctx.pool, heads, threads, [&](std::int64_t bn, int worker) {
     const std::int64_t b = bn / d.N, n = bn % d.N, q_len = p.q_len(b);
     float* o = ws.worker(worker);
     float* d_o = o + round_up(d.Hv, kMaxLanes);
@@ -41,7 +41,7 @@ void run_backward(const Kernels& kernels, Context::Impl& ctx, const core::Proble
     }
   });
 
-  core::parallel_for(tasks, threads, [&](std::int64_t task, int worker) {
+  core::parallel_for(ctx.pool, tasks, threads, [&](std::int64_t task, int worker) {
     float* scratch_w = ws.worker(worker);
     if (task < key_tasks) {
       const std::int64_t kb = task % k_blocks, bk = task / k_blocks;

@@ -13,7 +13,7 @@ void run_forward(const Kernels& kernels, Context::Impl& ctx, const core::Problem
   const int threads = ctx.threads();
   const Workspace ws(core::parallel_workers(tasks, threads), QueryScratch(d).total);  // may throw: nothing written yet
 
-  core::parallel_for(tasks, threads, [&](std::int64_t task, int worker) {
+  core::parallel_for(ctx.pool, tasks, threads, [&](std::int64_t task, int worker) {
     // Head-major: consecutive tasks (which the workers take in turn) share one head's K and V, so those stay in L2
     // instead of streaming from L3 for every query block. Within a head, the last query blocks first: under a
     // top-left causal mask they see the most keys.

@@ -127,7 +127,7 @@ void capped_scores(const core::Problem& p, const RowRef& r, float* q_row, float*
   }
 }
 
-// A full row of the score matrix in DESIGN §2's order: scale, softcap, bias / boolean mask, −inf where masked.
+// A full row of the score matrix in docs/design.md §2's order: scale, softcap, bias / boolean mask, −inf where masked.
 template <DType D>
 void score_row(const core::Problem& p, const RowRef& r, const ElementwiseMods& mods, float* q_row, float* out) {
   const std::int64_t S = p.dims.S;
@@ -372,7 +372,7 @@ void run_forward(Context::Impl& ctx, const core::Problem& p) {
   std::vector<Scratch> scratch = allocate_scratch(core::parallel_workers(tasks, threads), d.Hqk, 0, d.Hv);
   ctx.last_workspace_bytes = workspace_bytes(d, scratch);
   // Nothing below allocates or throws: outputs are written only from here on.
-  core::parallel_for(tasks, threads, [&](std::int64_t t, int worker) {
+  core::parallel_for(ctx.pool, tasks, threads, [&](std::int64_t t, int worker) {
     forward_task<D>(p, scores.get(), row_task(d, t), scratch[std::size_t(worker)]);
   });
 }
@@ -391,10 +391,12 @@ void run_backward(Context::Impl& ctx, const core::Problem& p) {
   // Nothing below allocates or throws: outputs are written only from here on.
   float* m = matrix.get();
   auto rows = [&](auto&& fn) {
-    core::parallel_for(rtasks, threads, [&](std::int64_t t, int wk) { fn(row_task(d, t), scratch[std::size_t(wk)]); });
+    core::parallel_for(ctx.pool, rtasks, threads,
+                       [&](std::int64_t t, int wk) { fn(row_task(d, t), scratch[std::size_t(wk)]); });
   };
   auto keys = [&](auto&& fn) {
-    core::parallel_for(ktasks, threads, [&](std::int64_t t, int wk) { fn(key_task(d, t), scratch[std::size_t(wk)]); });
+    core::parallel_for(ctx.pool, ktasks, threads,
+                       [&](std::int64_t t, int wk) { fn(key_task(d, t), scratch[std::size_t(wk)]); });
   };
   rows([&](const RowTask& t, Scratch& w) { probabilities_task<D>(p, m, t, w); });
   keys([&](const KeyTask& t, Scratch& w) { key_grad_task<D>(p, m, p.d_o, p.dv, d.Hv, 1.0, t, w); });
@@ -405,7 +407,7 @@ void run_backward(Context::Impl& ctx, const core::Problem& p) {
 // ---------------------------------------------------------------------------------------------------------------
 // The path
 // ---------------------------------------------------------------------------------------------------------------
-class NaivePath final : public core::Path {
+class NaivePath final : public core::SimplePath {
  public:
   std::string_view name() const override { return "cpu-naive"; }
   Device device() const override { return Device::cpu; }
@@ -423,8 +425,8 @@ class NaivePath final : public core::Path {
     return std::nullopt;  // any head dims, every mask, bias, sequence lengths, GQA/MQA, both directions
   }
 
-  int auto_rank(const core::Problem&) const override { return 10; }  // below cpu-flash (20): same results, far more memory
 
+ protected:
   void run(Context::Impl& ctx, const core::Problem& p) const override {
     const bool fwd = p.direction == core::Direction::forward;
     switch (p.dtype) {

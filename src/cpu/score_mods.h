@@ -1,4 +1,4 @@
-// What both CPU paths do to a raw score q·k before the softmax, in DESIGN §2's order:
+// What both CPU paths do to a raw score q·k before the softmax, in docs/design.md §2's order:
 //   s = scale · q·k  →  softcap · tanh(s / softcap)  →  + bias  →  masked keys become −inf.
 // The interval masks (causal, window, sequence lengths) come from core/mask.h as a visible key range per row;
 // this file adds the element-wise part (bias, boolean mask) with broadcasting over batch and heads.

@@ -14,6 +14,7 @@ int check_c_abi(void) {
   double o_ref[B * T * N * H];
   const int64_t q_shape[4] = {B, T, N, H}, kv_shape[4] = {B, S, N, H};
   attnlab_context* ctx = NULL;
+  attnlab_options options;
   attnlab_forward_args args;
   char path[32];
   double err = 0;
@@ -27,15 +28,26 @@ int check_c_abi(void) {
     fprintf(stderr, "C ABI: attnlab_context_create failed: %s\n", attnlab_last_error());
     return 1;
   }
-  attnlab_forward_args_init(&args);
+  if (attnlab_options_init(&options) != ATTNLAB_OK || attnlab_forward_args_init(&args) != ATTNLAB_OK) {
+    fprintf(stderr, "C ABI: init failed: %s\n", attnlab_last_error());
+    attnlab_context_destroy(ctx);
+    return 1;
+  }
+  if (attnlab_abi_version() < ATTNLAB_ABI_VERSION) {
+    fprintf(stderr, "C ABI: the library's ABI %d is older than the header's %d\n", (int)attnlab_abi_version(),
+            ATTNLAB_ABI_VERSION);
+    attnlab_context_destroy(ctx);
+    return 1;
+  }
   args.q = attnlab_tensor_contiguous(q, ATTNLAB_F32, ATTNLAB_CPU, 4, q_shape);
   args.k = attnlab_tensor_contiguous(k, ATTNLAB_F32, ATTNLAB_CPU, 4, kv_shape);
   args.v = attnlab_tensor_contiguous(v, ATTNLAB_F32, ATTNLAB_CPU, 4, kv_shape);
   args.o = attnlab_tensor_contiguous(o, ATTNLAB_F32, ATTNLAB_CPU, 4, q_shape);
-  args.options.causal = 1;
-  args.options.mask_align = ATTNLAB_BOTTOM_RIGHT;
-  args.options.has_scale = 1;
-  args.options.scale = 0.3f;
+  options.causal = 1;
+  options.mask_align = ATTNLAB_BOTTOM_RIGHT;
+  options.has_scale = 1;
+  options.scale = 0.3f;
+  args.options = &options;
   st = attnlab_forward(ctx, &args, path, sizeof path);
   attnlab_context_destroy(ctx);
   if (st != ATTNLAB_OK) {

@@ -44,6 +44,9 @@ DeviceProperties read_properties(int index) {
   p.shared_memory_per_sm = prop.sharedMemPerMultiprocessor;
   p.l2_bytes = std::size_t(prop.l2CacheSize);
   p.global_memory_bytes = prop.totalGlobalMem;
+  int pools = 0;
+  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, index) != cudaSuccess) cudaGetLastError();
+  p.memory_pools = pools != 0;
   cudaDriverGetVersion(&p.driver_version);
   cudaRuntimeGetVersion(&p.runtime_version);
   return p;
@@ -68,6 +71,15 @@ const DeviceProperties& device_properties(int index) {
 DeviceGuard::DeviceGuard(int index) {
   check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
   if (previous_ != index) check_cuda(cudaSetDevice(index), "cudaSetDevice");
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
 }
 
 DeviceGuard::~DeviceGuard() {

@@ -1,5 +1,5 @@
 // The small kernels around the cuDNN graphs. cuDNN's fused attention leaves a few things to its caller that
-// DESIGN §2 fixes exactly, so the path enqueues these next to the graph — and only for the calls that need them
+// docs/design.md §2 fixes exactly, so the path enqueues these next to the graph — and only for the calls that need them
 // (per-batch lengths, masks that can empty a row, a bias, an LSE layout cuDNN cannot write):
 //   - padded query rows (i ≥ q_len) are not computed by cuDNN, so O and LSE there are whatever was in memory;
 //   - a row with no visible key must give O = 0 and LSE = −inf, whatever cuDNN's softmax makes of an all −inf row;

@@ -1,7 +1,7 @@
 // The end of a query block: O = acc / l rounded to the output dtype and LSE = m + log l (natural log), written
 // coalesced. Each warp stages its own rows in shared memory (Q's place) so that global stores are whole 16-byte
 // chunks of a row instead of the accumulator's scattered 4-byte pairs. Rows past the query length get O = 0 and
-// LSE = −inf, as does any row that saw no key (DESIGN §2: never NaN).
+// LSE = −inf, as does any row that saw no key (docs/design.md §2: never NaN).
 #pragma once
 
 #include <cmath>

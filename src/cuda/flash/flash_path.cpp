@@ -10,18 +10,16 @@
 #include <string>
 #include <string_view>
 
-#include <unistd.h>  // environ
-
 #include <fmt/format.h>
 
 #include "core/context_impl.h"
 #include "core/error.h"
 #include "core/path.h"
+#include "cuda/common/call_scratch.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
 #include "cuda/common/score_modifier.h"
 #include "cuda/common/seqlens.h"
-#include "cuda/common/workspace.h"
 #include "cuda/flash/launch.h"
 
 namespace attnlab::cuda {
@@ -31,41 +29,11 @@ namespace {
 constexpr const char* kName = "flash";
 constexpr const char* kHeadDims = "32, 64, 96, 128, 192, 256 and 192/128";
 
-struct State : PathState {
-  Workspace workspace;  // per-batch lengths copied to the device
-};
-
-// The tuning variables (README), read in one pass over the environment at each call: getenv would scan it once
-// per name, and a small call's host time is most of its time (docs/perf-notes.md).
-//   ATTNLAB_FLASH_SMEM_LIMIT (bytes) lowers the shared memory a launch may use, so that the configurations meant
-//     for smaller GPUs (≤ 99 KB on sm_86/sm_89) run and are tested on large ones;
-//   ATTNLAB_FLASH_CONFIG (an index into tile_configs.h's list) times or tests one configuration alone;
-//   ATTNLAB_FLASH_SECTION_HEADS sets the scheduler's section size (below).
-// A value that is not a non-negative integer is ignored.
-struct Tuning {
-  long long smem_limit = -1, config = -1, section_heads = 0;
-};
-
-Tuning read_tuning() {
-  constexpr std::string_view kPrefix = "ATTNLAB_FLASH_";
-  Tuning t;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    // The first character rules out nearly every entry (a third of the cost of comparing prefixes).
-    if ((*entry)[0] != kPrefix[0] || std::strncmp(*entry, kPrefix.data(), kPrefix.size()) != 0) continue;
-    const std::string_view e = *entry;
-    const std::size_t eq = e.find('=');
-    if (eq == std::string_view::npos || eq + 1 == e.size()) continue;
-    const std::string_view name = e.substr(kPrefix.size(), eq - kPrefix.size());
-    char* end = nullptr;
-    const long long v = std::strtoll(e.data() + eq + 1, &end, 10);
-    if (*end != '\0' || v < 0) continue;
-    if (name == "SMEM_LIMIT") t.smem_limit = v;
-    else if (name == "CONFIG") t.config = v;
-    else if (name == "SECTION_HEADS") t.section_heads = v;
-  }
-  return t;
-}
-
+// The tuning fields (attention.h, README) flash reads, from the call's context:
+//   flash_smem_limit lowers the shared memory a launch may use, so that the configurations meant for smaller GPUs
+//     (≤ 99 KB on sm_86/sm_89) run and are tested on large ones;
+//   flash_config (an index into tile_configs.h's list) times or tests one configuration alone;
+//   flash_section_heads sets the scheduler's section size (below).
 // What a launch may use: the device's shared memory (or the tuning limit below it), its SM count, and the
 // configuration index when one is forced.
 LaunchLimits launch_limits(int device, const Tuning& tuning) {
@@ -75,11 +43,11 @@ LaunchLimits launch_limits(int device, const Tuning& tuning) {
   t.sm_count = dev.sm_count;
   // A lowered limit stands for a smaller GPU, whose SM holds one such block (every sm_80+ GPU offers a block its
   // SM's shared memory less the 1 KB the driver reserves: 163 / 164 KB on an A100, 99 / 100 KB on sm_86/89).
-  if (tuning.smem_limit >= 0 && std::size_t(tuning.smem_limit) < t.smem.per_block) {
-    t.smem.per_block = std::size_t(tuning.smem_limit);
+  if (tuning.flash_smem_limit >= 0 && std::size_t(tuning.flash_smem_limit) < t.smem.per_block) {
+    t.smem.per_block = std::size_t(tuning.flash_smem_limit);
     t.smem.per_sm = std::min(t.smem.per_sm, t.smem.per_block + kSmemReservedPerBlock);
   }
-  t.pick = int(tuning.config);
+  t.pick = tuning.flash_config;
   t.device = device;
   return t;
 }
@@ -91,7 +59,7 @@ LaunchLimits launch_limits(int device, const Tuning& tuning) {
 // small and a section is one pair, each head's blocks side by side (measured on the H200: longest-first across
 // heads gained 2–4 % at T = 2k–8k but lost 1–4 % at T = 512). ATTNLAB_FLASH_SECTION_HEADS overrides the size
 // when it divides B·N (tests and tuning).
-int section_heads(const core::Problem& p, std::size_t l2_bytes, long long forced) {
+int section_heads(const core::Problem& p, std::size_t l2_bytes, int forced) {
   const auto& d = p.dims;
   const std::int64_t heads = d.B * d.N;
   if (forced > 0 && heads % forced == 0) return int(forced);
@@ -144,7 +112,7 @@ FlashParams make_params(const core::Problem& p, const Tuning& tuning) {
   f.bias_dtype = mod.bias_dtype;
   f.bool_mask = mod.bool_mask;
   f.mod_stride_b = mod.stride_b, f.mod_stride_n = mod.stride_n, f.mod_stride_t = mod.stride_t;
-  f.section_heads = section_heads(p, device_properties(p.device_index).l2_bytes, tuning.section_heads);
+  f.section_heads = section_heads(p, device_properties(p.device_index).l2_bytes, tuning.flash_section_heads);
   return f;
 }
 
@@ -164,28 +132,20 @@ class FlashPath final : public core::Path {
     Plan plan;
     return plan_call(p, plan);
   }
+  core::Verdict plan(Context::Impl&, const core::Problem& p) const override {
+    Plan plan;
+    if (auto why = plan_call(p, plan)) return {why, 0};
+    return {std::nullopt, seqlens_scratch_bytes(p)};
+  }
 
-  // why_not() and run() in one pass: the environment, the limits and the kernel's parameters once per call. On the
-  // codelab's shape a call's host time is the launch plus this work (docs/perf-notes.md, the default shape).
+  // The checks and the launch in one pass: the limits and the kernel's parameters once per call. On the codelab's
+  // shape a call's host time is the launch plus this work (docs/perf-notes.md, the default shape).
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
     Plan plan;
     if (auto why = plan_call(p, plan)) return why;  // before anything is placed or launched
+    if (auto why = core::workspace_shortfall(p, seqlens_scratch_bytes(p))) return why;
     launch(ctx, p, plan);
     return std::nullopt;
-  }
-
-  // Above cudnn (30) on small forward calls, where the call's fixed cost decides (measured at the codelab's
-  // default shape: flash ≈ 6 µs, cudnn ≈ 8.5 µs per call); below it on large ones, where cuDNN's Hopper kernels
-  // run at about twice this sm_80-class kernel's throughput. Small = at most 2^30 FLOPs (≈ 3.5 µs of this kernel).
-  // f32, which cudnn refuses, goes to flash at any size: above cuda-naive (5), which materializes the scores.
-  int auto_rank(const core::Problem& p) const override {
-    const auto& d = p.dims;
-    const double flops = 4.0 * double(d.B) * double(d.N) * double(d.T) * double(d.S) * double(d.Hqk);
-    return flops <= double(1 << 30) ? 35 : 25;
-  }
-
-  void run(Context::Impl& ctx, const core::Problem& p) const override {
-    if (auto why = run_if_able(ctx, p)) core::fail(ErrorCode::unsupported, "flash: {}", *why);
   }
 
  private:
@@ -225,31 +185,32 @@ class FlashPath final : public core::Path {
   // fits the limits (nothing is placed or launched).
   static std::optional<std::string> plan_call(const core::Problem& p, Plan& plan) {
     if (auto why = rules(p)) return why;
-    const Tuning tuning = read_tuning();
-    plan.limits = launch_limits(p.device_index, tuning);
-    plan.params = make_params(p, tuning);
+    plan.limits = launch_limits(p.device_index, *p.tuning);
+    plan.params = make_params(p, *p.tuning);
     if (launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), plan.params, plan.limits, nullptr, false))
       return std::nullopt;
     return fmt::format("no tile configuration fits {} bytes of shared memory{}", plan.limits.smem.per_block,
                        plan.limits.pick >= 0 ? fmt::format(" as configuration {}", plan.limits.pick) : "");
   }
 
-  // Places the per-batch lengths (if any) in the path's workspace and launches the planned configuration.
+  // Places the per-batch lengths (if any) in the call's scratch and launches the planned configuration.
   static void launch(Context::Impl& ctx, const core::Problem& p, Plan plan) {
     DeviceGuard guard(p.device_index);
     auto stream = static_cast<cudaStream_t>(ctx.stream);
     if (p.has_seqlens()) {
-      auto& st = ctx.state_for<State>(kName);
-      void* scratch = st.workspace.reserve(2 * std::size_t(p.dims.B) * sizeof(std::int32_t), p.device_index, stream,
-                                           kName);
-      const DeviceSeqlens lengths = place_seqlens(p, static_cast<std::int32_t*>(scratch), stream, kName);
+      ScratchLease scratch(ctx, p, seqlens_scratch_bytes(p), stream, kName);
+      const DeviceSeqlens lengths =
+          place_seqlens(p, reinterpret_cast<std::int32_t*>(scratch.data()), stream, kName);
       plan.params.q_seqlens = lengths.q;
       plan.params.kv_seqlens = lengths.kv;
-      ctx.last_workspace_bytes = st.workspace.capacity();
+      launch_planned(p, plan, stream);
     } else {
       ctx.last_workspace_bytes = 0;
+      launch_planned(p, plan, stream);
     }
-    // plan_call() chose with these limits, so a configuration fits.
+  }
+  // plan_call() chose with these limits, so a configuration fits.
+  static void launch_planned(const core::Problem& p, const Plan& plan, cudaStream_t stream) {
     if (!launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), plan.params, plan.limits, stream, true))
       core::fail(ErrorCode::internal, "flash: the planned tile configuration no longer fits");
   }

@@ -11,11 +11,13 @@
 #include "core/context_impl.h"
 #include "core/error.h"
 #include "core/path.h"
+#include "cuda/common/call_scratch.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
+#include "cuda/common/library_handle.h"
+#include "cuda/common/scratch_layout.h"
 #include "cuda/common/score_modifier.h"
 #include "cuda/common/seqlens.h"
-#include "cuda/common/workspace.h"
 #include "cuda/naive/gemm.h"
 #include "cuda/naive/row_kernels.h"
 
@@ -24,55 +26,62 @@ namespace naive {
 namespace {
 
 constexpr const char* kName = "cuda-naive";
+// cuBLAS's scratch, carved from the call's workspace so that cuBLAS allocates nothing of its own per stream and a
+// caller workspace covers the whole call (cuBLAS picks algorithms that fit; 4 MiB is its pre-Hopper default).
+constexpr std::size_t kCublasWorkspace = std::size_t(4) << 20;
+
+struct Cublas {
+  using Handle = cublasHandle_t;
+  static constexpr const char* name = "cuBLAS";
+  static constexpr int kOutOfMemory = CUBLAS_STATUS_ALLOC_FAILED;
+  static int create(Handle* h) { return int(cublasCreate(h)); }
+  static void destroy(Handle h) noexcept { cublasDestroy(h); }
+  static const char* error(int status) { return cublasGetStatusString(cublasStatus_t(status)); }
+};
 
 struct State : PathState {
-  cublasHandle_t handle = nullptr;
-  int handle_device = -1;
-  Workspace workspace;
-  ~State() override {
-    if (handle != nullptr) {
-      DeviceGuard guard(handle_device);
-      cublasDestroy(handle);
-    }
-  }
-  cublasHandle_t handle_for(int device, cudaStream_t stream) {
-    if (handle != nullptr && handle_device != device) {
-      DeviceGuard guard(handle_device);
-      cublasDestroy(handle);
-      handle = nullptr;
-    }
-    if (handle == nullptr) {
-      check_cublas(cublasCreate(&handle), "cuda-naive: cublasCreate");
-      handle_device = device;
-    }
-    check_cublas(cublasSetStream(handle, stream), "cuda-naive: cublasSetStream");
-    return handle;
-  }
+  LibraryHandle<Cublas> cublas;
 };
 
-// Carves one workspace allocation into 256-byte aligned pieces: first measure, then assign.
-class Carver {
- public:
-  std::size_t add(std::size_t bytes) {
-    const std::size_t at = size_;
-    size_ = checked_add(size_, (bytes + 255) / 256 * 256);
-    return at;
-  }
-  std::size_t size() const { return size_; }
-  static std::size_t checked_mul(std::size_t a, std::size_t b) {
-    std::size_t r;
-    if (__builtin_mul_overflow(a, b, &r)) core::fail(ErrorCode::out_of_memory, "{}: workspace size overflows", kName);
-    return r;
-  }
-  static std::size_t checked_add(std::size_t a, std::size_t b) {
-    std::size_t r;
-    if (__builtin_add_overflow(a, b, &r)) core::fail(ErrorCode::out_of_memory, "{}: workspace size overflows", kName);
-    return r;
-  }
+// cuBLAS on the call's stream, with its scratch in the call's workspace (cublasSetStream resets the workspace,
+// so both are set on every call).
+cublasHandle_t handle_for(Context::Impl& ctx, int device, cudaStream_t stream, void* cublas_scratch) {
+  cublasHandle_t handle = ctx.state_for<State>(kName).cublas.get(device, stream, ctx.device_allocations, kName);
+  check_cublas(cublasSetStream(handle, stream), "cuda-naive: cublasSetStream");
+  check_cublas(cublasSetWorkspace(handle, cublas_scratch, kCublasWorkspace), "cuda-naive: cublasSetWorkspace");
+  return handle;
+}
 
- private:
-  std::size_t size_ = 0;
+// Where each piece of a call's scratch lies (byte offsets into one block).
+struct Layout {
+  std::size_t ptrs = 0, scores = 0, probs = 0, dprobs = 0, dscores = 0, dk = 0, dv = 0, seqlens = 0, cublas = 0;
+  std::size_t total = 0;
 };
+
+Layout layout_of(const core::Problem& p) {
+  const auto& d = p.dims;
+  const bool f32 = p.dtype == DType::f32;
+  const std::size_t elem = size_of(p.dtype);
+  ScratchLayout carve(kName);
+  const std::size_t cells = carve.checked_mul(carve.checked_mul(std::size_t(d.B * d.N), std::size_t(d.T)),
+                                              std::size_t(d.S));
+  Layout l;
+  l.ptrs = carve.add(3 * std::size_t(d.B * d.N), sizeof(void*));
+  l.scores = carve.add(cells, 4);
+  if (p.direction == core::Direction::forward) {
+    l.probs = f32 ? l.scores : carve.add(cells, elem);
+  } else {
+    l.dprobs = carve.add(cells, 4);
+    l.probs = f32 ? l.scores : carve.add(cells, elem);
+    l.dscores = f32 ? l.dprobs : carve.add(cells, elem);
+    l.dk = carve.add(std::size_t(d.B * d.K * d.S * d.Hqk), 4);
+    l.dv = carve.add(std::size_t(d.B * d.K * d.S * d.Hv), 4);
+  }
+  l.seqlens = carve.add(seqlens_scratch_bytes(p));
+  l.cublas = carve.add(kCublasWorkspace);
+  l.total = carve.size();
+  return l;
+}
 
 ScoreParams score_params(const core::Problem& p) {
   ScoreParams s;
@@ -114,25 +123,16 @@ BatchOperand scratch_operand(const void* base, std::size_t elem, std::int64_t he
   return {base, std::int64_t(elem), heads * rows * cols, rows * cols, head_mul, head_add, 1};
 }
 
-void forward(State& st, const core::Problem& p, cudaStream_t stream, std::size_t& workspace_bytes) {
+void forward(Context::Impl& ctx, const core::Problem& p, const Layout& l, char* base, cudaStream_t stream) {
   const auto& d = p.dims;
   const std::size_t elem = size_of(p.dtype);
-  const std::size_t cells = Carver::checked_mul(Carver::checked_mul(std::size_t(d.B * d.N), std::size_t(d.T)),
-                                                std::size_t(d.S));
-  Carver carve;
-  const std::size_t at_ptrs = carve.add(3 * std::size_t(d.B * d.N) * sizeof(void*));
-  const std::size_t at_scores = carve.add(Carver::checked_mul(cells, 4));
-  const std::size_t at_probs = p.dtype == DType::f32 ? at_scores : carve.add(Carver::checked_mul(cells, elem));
-  const std::size_t at_seqlens = carve.add(2 * std::size_t(d.B) * sizeof(std::int32_t));
-  auto* base = static_cast<char*>(st.workspace.reserve(carve.size(), p.device_index, stream, kName));
-  workspace_bytes = carve.size();
-  auto** ptrs = reinterpret_cast<const void**>(base + at_ptrs);
-  auto* scores = reinterpret_cast<float*>(base + at_scores);
-  void* probs = base + at_probs;
+  auto** ptrs = reinterpret_cast<const void**>(base + l.ptrs);
+  auto* scores = reinterpret_cast<float*>(base + l.scores);
+  void* probs = base + l.probs;
 
   ScoreParams params = score_params(p);
-  place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + at_seqlens), stream);
-  cublasHandle_t handle = st.handle_for(p.device_index, stream);
+  place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + l.seqlens), stream);
+  cublasHandle_t handle = handle_for(ctx, p.device_index, stream, base + l.cublas);
   const std::int64_t G = d.group();
 
   // scores[b, n] (T × S, row-major) = Q[b, n] · K[b, n / G]ᵀ; column-major: (S × T) = Kᵀ·Q.
@@ -152,34 +152,20 @@ void forward(State& st, const core::Problem& p, cudaStream_t stream, std::size_t
                p.dtype, int(d.S), p.dtype, leading_dim(p.o), d.B * d.N, kName);
 }
 
-void backward(State& st, const core::Problem& p, cudaStream_t stream, std::size_t& workspace_bytes) {
+void backward(Context::Impl& ctx, const core::Problem& p, const Layout& l, char* base, cudaStream_t stream) {
   const auto& d = p.dims;
   const std::size_t elem = size_of(p.dtype);
-  const bool f32 = p.dtype == DType::f32;
-  const std::size_t cells = Carver::checked_mul(Carver::checked_mul(std::size_t(d.B * d.N), std::size_t(d.T)),
-                                                std::size_t(d.S));
-  Carver carve;
-  const std::size_t at_ptrs = carve.add(3 * std::size_t(d.B * d.N) * sizeof(void*));
-  const std::size_t at_scores = carve.add(Carver::checked_mul(cells, 4));
-  const std::size_t at_dprobs = carve.add(Carver::checked_mul(cells, 4));
-  const std::size_t at_probs = f32 ? at_scores : carve.add(Carver::checked_mul(cells, elem));
-  const std::size_t at_dscores = f32 ? at_dprobs : carve.add(Carver::checked_mul(cells, elem));
-  const std::size_t at_dk = carve.add(Carver::checked_mul(std::size_t(d.B * d.K * d.S * d.Hqk), 4));
-  const std::size_t at_dv = carve.add(Carver::checked_mul(std::size_t(d.B * d.K * d.S * d.Hv), 4));
-  const std::size_t at_seqlens = carve.add(2 * std::size_t(d.B) * sizeof(std::int32_t));
-  auto* base = static_cast<char*>(st.workspace.reserve(carve.size(), p.device_index, stream, kName));
-  workspace_bytes = carve.size();
-  auto** ptrs = reinterpret_cast<const void**>(base + at_ptrs);
-  auto* scores = reinterpret_cast<float*>(base + at_scores);
-  auto* dprobs = reinterpret_cast<float*>(base + at_dprobs);
-  void* probs = base + at_probs;
-  void* dscores = base + at_dscores;
-  auto* dk_acc = reinterpret_cast<float*>(base + at_dk);
-  auto* dv_acc = reinterpret_cast<float*>(base + at_dv);
+  auto** ptrs = reinterpret_cast<const void**>(base + l.ptrs);
+  auto* scores = reinterpret_cast<float*>(base + l.scores);
+  auto* dprobs = reinterpret_cast<float*>(base + l.dprobs);
+  void* probs = base + l.probs;
+  void* dscores = base + l.dscores;
+  auto* dk_acc = reinterpret_cast<float*>(base + l.dk);
+  auto* dv_acc = reinterpret_cast<float*>(base + l.dv);
 
   ScoreParams params = score_params(p);
-  place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + at_seqlens), stream);
-  cublasHandle_t handle = st.handle_for(p.device_index, stream);
+  place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + l.seqlens), stream);
+  cublasHandle_t handle = handle_for(ctx, p.device_index, stream, base + l.cublas);
   const std::int64_t G = d.group();
 
   // Raw scores again, as in forward.
@@ -262,15 +248,22 @@ class NaivePath final : public core::Path {
     }
     return std::nullopt;
   }
-  int auto_rank(const core::Problem&) const override { return 5; }
-  void run(Context::Impl& ctx, const core::Problem& p) const override {
+  core::Verdict plan(Context::Impl&, const core::Problem& p) const override {
+    if (auto why = why_not(p)) return {why, 0};
+    return {std::nullopt, layout_of(p).total};
+  }
+  std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
+    if (auto why = why_not(p)) return why;
+    const Layout layout = layout_of(p);
+    if (auto why = core::workspace_shortfall(p, layout.total)) return why;
     DeviceGuard guard(p.device_index);
-    auto& st = ctx.state_for<State>(kName);
     auto stream = static_cast<cudaStream_t>(ctx.stream);
+    ScratchLease scratch(ctx, p, layout.total, stream, kName);
     if (p.direction == core::Direction::forward)
-      forward(st, p, stream, ctx.last_workspace_bytes);
+      forward(ctx, p, layout, scratch.data(), stream);
     else
-      backward(st, p, stream, ctx.last_workspace_bytes);
+      backward(ctx, p, layout, scratch.data(), stream);
+    return std::nullopt;
   }
 };
 

@@ -1,5 +1,5 @@
 // Everything the row kernels of cuda-naive need to turn raw scores q·k into the masked, scaled scores of
-// DESIGN §2: scale, softcap, bias / boolean mask (broadcast over batch and heads), interval masks and sequence
+// docs/design.md §2: scale, softcap, bias / boolean mask (broadcast over batch and heads), interval masks and sequence
 // lengths. Plain data, passed to kernels by value.
 #pragma once
 

@@ -1,0 +1,61 @@
+// The dispatch policy: which path `auto` tries first, second, ... for each kind of call. Each row cites the
+// measurement it rests on; a row for hardware nobody measured says so. To change auto's choice, change a row and
+// its evidence together. Pure: no device is asked here (call_traits() in dispatch.cpp does that), so the table is
+// also compiled into its own test.
+#include "core/dispatch_policy.h"
+
+#include <iterator>
+
+namespace attnlab::core {
+namespace {
+
+bool half(DType d) { return d == DType::f16 || d == DType::bf16; }
+
+// A forward call this small costs what its launch and host work cost, not its FLOPs: 2^30 FLOPs is ≈ 3.5 µs of the
+// flash kernel on an H200, below one call's fixed cost on either fused path.
+constexpr double kSmallForwardFlops = double(1 << 30);
+
+const PolicyRow kRows[] = {
+    {"CPU tensors", [](const CallTraits& t) { return t.device == Device::cpu; },
+     {"cpu-flash", "cpu-naive"},
+     "same results; cpu-flash keeps O(T) extra memory where cpu-naive stores the B·N·T·S scores, and runs at "
+     "164–214 GFLOP/s on 2 cores (docs/perf-notes.md, CPU: cpu-flash, Result and Memory)"},
+    {"GPU forward, f16/bf16, at most 2^30 FLOPs",
+     [](const CallTraits& t) {
+       return t.direction == Direction::forward && half(t.dtype) && t.flops <= kSmallForwardFlops;
+     },
+     {"flash", "cudnn", "cuda-naive"},
+     "codelab default (4, 128, 8, 64) on an H200: flash 5.3–6.8 µs per call, cudnn 11.9–12.1 µs (docs/design.md §5; "
+     "docs/perf-notes.md, The codelab's default shape). Launch-bound, so the order holds on any GPU"},
+    {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.x",
+     [](const CallTraits& t) { return t.direction == Direction::forward && half(t.dtype) && t.cc / 10 == 9; },
+     {"cudnn", "flash", "cuda-naive"},
+     "H200: cudnn 445–655 TFLOP/s, flash 287–383 on every forward shape of docs/design.md §5"},
+    {"GPU forward, f16/bf16, above 2^30 FLOPs, other compute capabilities",
+     [](const CallTraits& t) { return t.direction == Direction::forward && half(t.dtype); },
+     {"cudnn", "flash", "cuda-naive"},
+     "not measured on these GPUs: the H200's order (flash is an FA2-class kernel; cuDNN's kernels at least match FA2 "
+     "on sm_80/sm_89 in NVIDIA's published figures, not ours)"},
+    {"GPU forward, f32",
+     [](const CallTraits& t) { return t.direction == Direction::forward && t.dtype == DType::f32; },
+     {"flash", "cuda-naive"},
+     "H200, B = 4, N = 8, H = 64, T = 64…1024: flash (3xTF32) 2.2–3.6× faster than cuda-naive; cudnn has no f32 "
+     "(docs/perf-notes.md, f32 inputs)"},
+    {"GPU backward, f16/bf16",
+     [](const CallTraits& t) { return t.direction == Direction::backward && half(t.dtype); },
+     {"cudnn", "cuda-naive"},
+     "H200: cudnn backward 430–548 TFLOP/s at T = 16k (docs/design.md §5); flash has no backward"},
+    {"anything else (GPU backward f32, FP8 inputs)", [](const CallTraits&) { return true; },
+     {"cuda-naive", "cudnn", "flash"},
+     "cuda-naive is the only GPU path with an f32 backward; FP8 is refused by every path's rules"},
+};
+
+}  // namespace
+
+const PolicyRow& policy_row(const CallTraits& traits) {
+  for (const PolicyRow& row : kRows)
+    if (row.matches(traits)) return row;
+  return kRows[std::size(kRows) - 1];
+}
+
+}  // namespace attnlab::core

@@ -1,0 +1,40 @@
+// auto's choice, in one place: for a validated problem, the order in which `auto` tries the paths. Dispatch walks
+// that order and runs the first path that accepts the call (its rules, and on a context whatever the call itself
+// finds first, e.g. a cuDNN graph that fails to build), so a refusal falls through to the next path.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+#include "core/problem.h"
+
+namespace attnlab::core {
+
+// What the policy decides on: which device, which direction, the element type, the size, and the GPU.
+struct CallTraits {
+  Device device = Device::cpu;
+  Direction direction = Direction::forward;
+  DType dtype = DType::f32;
+  double flops = 0;  // 4·B·N·T·S·Hqk (mask-independent: the policy's thresholds were measured this way)
+  int cc = 0;        // compute capability × 10 of the call's GPU; 0 on the CPU
+};
+
+CallTraits call_traits(const Problem& problem);  // defined in dispatch.cpp
+
+// One row of the policy: when it applies, the order of paths, and the measurement it rests on.
+struct PolicyRow {
+  const char* applies;  // the condition, in words (for docs and messages)
+  bool (*matches)(const CallTraits&);
+  std::array<std::string_view, 4> order;  // path names, best first; empty names pad the array
+  const char* evidence;                   // where the figures that justify the order are
+};
+
+// The rows, first match wins (dispatch_policy.cpp). Every problem matches exactly one row's condition or the last.
+const PolicyRow& policy_row(const CallTraits& traits);
+
+// Compute capability × 10 of CUDA device `index`, or 0 when this build has no CUDA paths or no such device
+// (defined next to the registration list, which knows whether CUDA is compiled in).
+int device_compute_capability(int index);
+
+}  // namespace attnlab::core

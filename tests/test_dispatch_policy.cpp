@@ -1,0 +1,102 @@
+// auto's policy table (src/core/dispatch_policy.cpp) on every kind of call, including GPUs no test machine has:
+// which row applies, the order it gives, and that every row names paths that exist and cites its evidence. Like
+// test_flash_configs, this reads the library's plain-C++ policy directly; what auto then runs is tested through the
+// public API (test_api, and GpuAuto on a GPU).
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "attnlab/attention.h"
+#include "core/dispatch_policy.h"
+
+namespace {
+
+using attnlab::Device;
+using attnlab::DType;
+using attnlab::core::CallTraits;
+using attnlab::core::Direction;
+
+std::vector<std::string> order_for(const CallTraits& t) {
+  std::vector<std::string> out;
+  for (std::string_view name : attnlab::core::policy_row(t).order)
+    if (!name.empty()) out.emplace_back(name);
+  return out;
+}
+
+CallTraits gpu(Direction dir, DType dtype, double flops, int cc) {
+  CallTraits t;
+  t.device = Device::cuda;
+  t.direction = dir;
+  t.dtype = dtype;
+  t.flops = flops;
+  t.cc = cc;
+  return t;
+}
+
+const double kSmall = 4.0 * 4 * 8 * 128 * 128 * 64;  // the codelab default: 2^27 FLOPs
+const double kLarge = 4.0 * 2 * 16 * 8192 * 8192 * 128;
+
+TEST(DispatchPolicy, CpuCallsPreferCpuFlash) {
+  CallTraits t;
+  t.device = Device::cpu;
+  for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+    t.dtype = d;
+    EXPECT_EQ(order_for(t), (std::vector<std::string>{"cpu-flash", "cpu-naive"}));
+  }
+}
+
+TEST(DispatchPolicy, SmallHalfForwardPrefersFlashOnEveryGpu) {
+  for (int cc : {80, 86, 89, 90, 100})
+    for (DType d : {DType::f16, DType::bf16})
+      EXPECT_EQ(order_for(gpu(Direction::forward, d, kSmall, cc)),
+                (std::vector<std::string>{"flash", "cudnn", "cuda-naive"}))
+          << "cc " << cc;
+}
+
+TEST(DispatchPolicy, LargeHalfForwardPrefersCudnnAndSaysWhereItWasMeasured) {
+  const auto& hopper = attnlab::core::policy_row(gpu(Direction::forward, DType::bf16, kLarge, 90));
+  const auto& ampere = attnlab::core::policy_row(gpu(Direction::forward, DType::bf16, kLarge, 80));
+  EXPECT_EQ(order_for(gpu(Direction::forward, DType::bf16, kLarge, 90)),
+            (std::vector<std::string>{"cudnn", "flash", "cuda-naive"}));
+  EXPECT_NE(&hopper, &ampere) << "cc 8.x has no measurement of its own; its row must say so";
+  EXPECT_NE(std::string(ampere.evidence).find("not measured"), std::string::npos) << ampere.evidence;
+  // The threshold is inclusive: 2^30 FLOPs is still small.
+  EXPECT_EQ(order_for(gpu(Direction::forward, DType::f16, double(1 << 30), 90)).front(), "flash");
+  EXPECT_EQ(order_for(gpu(Direction::forward, DType::f16, double(1 << 30) * 1.01, 90)).front(), "cudnn");
+}
+
+TEST(DispatchPolicy, F32AndBackward) {
+  EXPECT_EQ(order_for(gpu(Direction::forward, DType::f32, kLarge, 90)),
+            (std::vector<std::string>{"flash", "cuda-naive"}));
+  EXPECT_EQ(order_for(gpu(Direction::backward, DType::bf16, kSmall, 90)),
+            (std::vector<std::string>{"cudnn", "cuda-naive"}));
+  EXPECT_EQ(order_for(gpu(Direction::backward, DType::f32, kSmall, 90)).front(), "cuda-naive");
+}
+
+TEST(DispatchPolicy, EveryRowNamesKnownPathsAndCitesEvidence) {
+  const std::set<std::string> known = {"cpu-naive", "cpu-flash", "cuda-naive", "cudnn", "flash"};
+  std::set<std::string> built;
+  for (const auto& p : attnlab::list_paths()) built.insert(p.name);
+  const CallTraits probes[] = {CallTraits{},
+                               gpu(Direction::forward, DType::bf16, kSmall, 90),
+                               gpu(Direction::forward, DType::bf16, kLarge, 90),
+                               gpu(Direction::forward, DType::bf16, kLarge, 80),
+                               gpu(Direction::forward, DType::f32, kLarge, 90),
+                               gpu(Direction::backward, DType::f16, kLarge, 90),
+                               gpu(Direction::backward, DType::f32, kLarge, 90),
+                               gpu(Direction::forward, DType::e4m3, kLarge, 90)};
+  for (const CallTraits& t : probes) {
+    const auto& row = attnlab::core::policy_row(t);
+    EXPECT_GT(std::string(row.evidence).size(), 20u) << row.applies;
+    EXPECT_TRUE(row.matches(t)) << row.applies;
+    for (const std::string& name : order_for(t)) {
+      EXPECT_TRUE(known.count(name)) << row.applies << ": unknown path " << name;
+      // The CPU-only build has no CUDA paths; dispatch skips names it does not have.
+      if (t.device == Device::cpu) EXPECT_TRUE(built.count(name)) << name;
+    }
+  }
+}
+
+}  // namespace
