@@ -15,7 +15,9 @@
 
 #if ATTNLAB_WITH_CUDA
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace attnlab_test::embed {
@@ -207,6 +209,63 @@ TEST_P(NonBlockingStreamBackward, BackToBackHostLengths) {
 TEST_P(NonBlockingStreamBackward, SanitizerBackToBackHostLengths) {
   ATTNLAB_TEST_RNG(rng);
   back_to_back_backward(embed_case(path(), 2, 96, 96, 4, 2), 6, rng);
+}
+
+// One context, two streams: call 1 is queued on stream A behind a gate, then the context moves to stream B for
+// call 2 with other host lengths. Both calls place their lengths in the same bytes of the context's workspace, so
+// call 2 must wait — on the device — for call 1: else call 1 would read call 2's lengths, and call 2 would finish
+// while A is still held.
+TEST_P(NonBlockingStream, SwitchingStreamsOrdersTheContextsWorkspace) {
+  ATTNLAB_TEST_RNG(rng);
+  static const cudaStream_t other = [] {  // never destroyed, like nonblocking_stream()
+    cudaStream_t s = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    return s;
+  }();
+  const cudaStream_t first = nonblocking_stream();
+  Case c = embed_case(path(), 4, 256, 256, 4, 4);
+  c.seqlens_on_device = false;
+  const std::vector<Lengths> patterns = length_patterns(c, rng, 2);
+  c = with_lengths(c, patterns[0]);
+  Tensors t = make_inputs(c, rng);
+  const Case cases[2] = {with_lengths(c, patterns[0]), with_lengths(c, patterns[1])};
+  const ExpectedForward expected[2] = {expected_forward(cases[0], t), expected_forward(cases[1], t)};
+  DeviceForward dev(t);
+  dev.upload_inputs(t, first);
+  DeviceTensor o[2] = {DeviceTensor(t.o), DeviceTensor(t.o)};
+  DeviceTensor lse[2] = {DeviceTensor(t.lse), DeviceTensor(t.lse)};
+  attnlab::Context ctx;
+  auto run = [&](int i) {
+    write_lengths(t, patterns[std::size_t(i)]);
+    attnlab::ForwardArgs a = dev.args(c, t, Seqlens::host);
+    a.o = o[i].view();
+    a.lse = lse[i].view();
+    EXPECT_EQ(attnlab::forward(ctx, a).path, c.path) << "call " << i;
+  };
+  ctx.set_stream(first);
+  run(0);  // warm-up: handles, graphs and the workspace exist before the calls under test
+  for (int i = 0; i < 2; ++i) o[i].poison(first), lse[i].poison(first);
+  cuda_ok(cudaStreamSynchronize(first), "stream after warm-up");
+  {
+    StreamGate gate(first, kGateSeconds);
+    run(0);
+    ctx.set_stream(other);
+    run(1);
+    write_lengths(t, ones(c));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // far longer than call 2 takes on its own
+    EXPECT_EQ(cudaStreamQuery(other), cudaErrorNotReady)
+        << "the call on the new stream did not wait for the context's last use on the old one";
+    gate.release();
+    cuda_ok(cudaStreamSynchronize(first), "first stream");
+    cuda_ok(cudaStreamSynchronize(other), "second stream");
+    EXPECT_FALSE(gate.timed_out()) << "a call waited for its stream or the device (a synchronization)";
+  }
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(::testing::Message() << "call " << i << ": " << cases[i].str());
+    o[i].download(t.o, other);
+    lse[i].download(t.lse, other);
+    check_forward_outputs(cases[i], t, expected[i]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuPaths, NonBlockingStream, ::testing::ValuesIn(kForwardPaths), path_param_name);

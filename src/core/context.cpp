@@ -11,7 +11,10 @@ Context::~Context() = default;
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 
-void Context::set_stream(void* cuda_stream) { impl_->stream = cuda_stream; }
+void Context::set_stream(void* cuda_stream) {
+  impl_->stream = cuda_stream;
+  ++impl_->stream_epoch;
+}
 void* Context::stream() const { return impl_->stream; }
 
 void Context::set_num_threads(int threads) {

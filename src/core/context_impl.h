@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +20,9 @@ struct PathState {
 // Hidden: an implementation detail, not part of libattnlab's exported ABI.
 struct __attribute__((visibility("hidden"))) Context::Impl {
   void* stream = nullptr;
+  // Bumped by every set_stream(): GPU paths order a call after the last one that used the context's resources on
+  // an earlier stream. A number, not the handle, since a new stream may reuse a destroyed one's handle.
+  std::uint64_t stream_epoch = 0;
   int num_threads = 0;  // 0 = all hardware threads
   core::ThreadPool pool;  // the CPU paths' workers: none until the first multi-threaded call, then kept
   Tuning tuning = Tuning::from_environment();

@@ -118,7 +118,6 @@ std::optional<std::string> try_path(Context& ctx, const core::Path& path, const 
   if (auto why = reason_before_rules(path, problem)) return why;
   Context::Impl& impl = ctx.impl();
   impl.last_workspace_bytes = 0;
-  impl.device_allocations = 0;
   try {
     return path.run_if_able(impl, problem);
   } catch (const std::bad_alloc&) {
@@ -136,6 +135,7 @@ core::Problem problem_on(Context& ctx, const Args& args) {
 template <class Args>
 RunInfo run(Context& ctx, const Args& args) {
   const core::Problem problem = problem_on(ctx, args);
+  ctx.impl().device_allocations = 0;  // per call: a path that refused may have made a handle already
   const core::Path& path =
       first_accepting(args.options.path, problem, [&](const core::Path& p) { return try_path(ctx, p, problem); });
   const Context::Impl& impl = ctx.impl();

@@ -5,29 +5,33 @@
 
 namespace attnlab::cuda {
 
-// cudaFree waits for the work still using the block: fine at teardown, which is not a call.
+// cudaFree does not wait for stream work using a cudaMallocAsync block, and graphs may still replay: teardown (not
+// a call) waits for the device first.
 Workspace::~Workspace() {
-  if (data_ != nullptr) on_device_quietly(device_, [&] { cudaFree(data_); });
+  if (data_ == nullptr && parked_.empty()) return;
+  on_device_quietly(device_, [&] {
+    cudaDeviceSynchronize();
+    if (data_ != nullptr) cudaFree(data_);
+    for (void* block : parked_) cudaFree(block);
+  });
 }
 
 void* Workspace::reserve(std::size_t bytes, int device, cudaStream_t stream, const char* who, int& allocations) {
   if (bytes <= bytes_) return data_;
-  if (capturing(stream))
-    core::fail(ErrorCode::unsupported,
-               "{}: the context's workspace would have to grow to {} bytes while the stream is capturing a CUDA "
-               "graph; run the call once before capturing, or pass a caller workspace (attnlab::workspace_size)",
-               who, bytes);
   const bool pools = device_properties(device).memory_pools;
   if (data_ != nullptr) {
-    // The old block may still be read by earlier work on the stream: the stream frees it after that work.
-    if (pools) {
+    if (kept_by_graphs_) {
+      parked_.push_back(data_);
+    } else if (pools) {
+      // The old block may still be read by earlier work on the stream: the stream frees it after that work.
       check_cuda(cudaFreeAsync(data_, stream), who);
     } else {
-      check_cuda(cudaStreamSynchronize(stream), who);  // no stream-ordered allocator on this device
+      check_cuda(cudaStreamSynchronize(stream), who);  // no stream-ordered allocator on this device (README)
       check_cuda(cudaFree(data_), who);
     }
     data_ = nullptr;
     bytes_ = 0;
+    kept_by_graphs_ = false;
   }
   const cudaError_t status = pools ? cudaMallocAsync(&data_, bytes, stream) : cudaMalloc(&data_, bytes);
   if (status != cudaSuccess) {

@@ -13,7 +13,10 @@
 #include <cudnn.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <array>
+#include <iterator>
+#include <memory>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -85,50 +88,35 @@ struct Entry {
   Key key{};
   std::shared_ptr<const Graph> graph;
   std::size_t workspace = 0;
+  bool captured = false;  // a captured CUDA graph runs its plan: kept until the context is destroyed
 };
 
 // A graph evicted from the cache while one of its kernels may still run: destroyed once the event recorded on the
 // stream at eviction has completed (checked without waiting at later evictions; waited for at teardown only).
+// Calls on the context's resources are ordered across streams (call_scratch.h), so that event follows every
+// earlier use.
 struct Retired {
   std::shared_ptr<const Graph> graph;
   cudaEvent_t done = nullptr;
 };
 
-struct State : PathState {
-  std::mutex mutex;  // a context is meant for one thread at a time; this keeps misuse from corrupting the cache
-  LibraryHandle<Cudnn> handle;
+// The graphs of one GPU: plans are built for one architecture and belong to the handle they were built with.
+struct DeviceCache {
+  int device = -1;
   std::list<Entry> lru;  // most recently used first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index;
   std::unordered_map<Key, std::string, KeyHash> failed;  // cases cuDNN would not build, with its reason
   std::vector<Retired> retired;
 
-  ~State() override {
-    // Plans must outlive their kernels: wait for them (teardown, not a call), ignoring errors.
-    on_device_quietly(handle.device(), [&] {
-      for (Retired& r : retired) {
-        cudaEventSynchronize(r.done);
-        cudaEventDestroy(r.done);
-      }
-      if (!lru.empty()) cudaDeviceSynchronize();
+  DeviceCache() = default;
+  DeviceCache(const DeviceCache&) = delete;
+  DeviceCache& operator=(const DeviceCache&) = delete;
+  ~DeviceCache() {
+    // Plans must outlive their kernels and the graphs that replay them: wait (teardown, not a call).
+    on_device_quietly(device, [&] {
+      cudaDeviceSynchronize();
+      for (Retired& r : retired) cudaEventDestroy(r.done);
     });
-    retired.clear();
-    index.clear();
-    lru.clear();
-  }
-
-  // Plans belong to the handle (and GPU) they were built with: a call on another device starts a fresh cache.
-  cudnnHandle_t handle_for(int device, cudaStream_t stream, int& allocations) {
-    if (handle.device() >= 0 && handle.device() != device) {
-      on_device_quietly(handle.device(), [] { cudaDeviceSynchronize(); });  // the old GPU's plans may still run
-      index.clear();
-      lru.clear();
-      failed.clear();
-    }
-    cudnnHandle_t h = handle.get(device, stream, allocations, kName);
-    const cudnnStatus_t status = cudnnSetStream(h, stream);
-    if (status != CUDNN_STATUS_SUCCESS)
-      core::fail(ErrorCode::device_error, "cudnn: cudnnSetStream failed: {}", cudnnGetErrorString(status));
-    return h;
   }
 
   // Destroys the retired graphs whose kernels have run.
@@ -143,21 +131,27 @@ struct State : PathState {
     });
   }
 
-  void evict_oldest(cudaStream_t stream) {
+  // Retires the least recently used graph that no captured graph runs (none: the cache grows past its capacity).
+  void evict_one(cudaStream_t stream) {
+    auto victim = std::find_if(lru.rbegin(), lru.rend(), [](const Entry& e) { return !e.captured; });
+    if (victim == lru.rend()) return;
     collect_retired();
-    Retired r{std::move(lru.back().graph), nullptr};
+    Retired r;
     check_cuda(cudaEventCreateWithFlags(&r.done, cudaEventDisableTiming), "cudnn: eviction event");
     if (const cudaError_t status = cudaEventRecord(r.done, stream); status != cudaSuccess) {
       cudaEventDestroy(r.done);
       check_cuda(status, "cudnn: eviction event");
     }
+    retired.reserve(retired.size() + 1);  // nothing below may throw once the graph has moved
+    r.graph = std::move(victim->graph);
     retired.push_back(std::move(r));
-    index.erase(lru.back().key);
-    lru.pop_back();
+    index.erase(victim->key);
+    lru.erase(std::next(victim).base());
   }
 
   // The cached graph for `spec`, built on a miss (the only slow step of the path); nullptr with `reason` set when
-  // cuDNN cannot build it (remembered: the next call refuses at once).
+  // the call cannot have it: cuDNN cannot build it (remembered, so the next call refuses at once), or it would be
+  // built while the stream captures a graph.
   Entry* entry_for(const GraphSpec& spec, cudnnHandle_t h, const Tuning& tuning, cudaStream_t stream,
                    std::string& reason) {
     const Key key = spec.key();
@@ -169,11 +163,16 @@ struct State : PathState {
       reason = it->second;
       return nullptr;
     }
-    BuildResult built;
-    if (tuning.cudnn_fail_graph_builds)
-      built.error = "graph builds are made to fail in this context (Tuning::cudnn_fail_graph_builds)";
-    else
-      built = build_graph(h, spec);
+    if (tuning.cudnn_fail_graph_builds) {  // injected: not remembered, so turning it off restores the path
+      reason = "cuDNN cannot build this case: graph builds are made to fail (Tuning::cudnn_fail_graph_builds)";
+      return nullptr;
+    }
+    if (capturing(stream)) {
+      reason = "its cuDNN graph for this case is not built yet, and building one while the stream is capturing a "
+               "CUDA graph is not done; run the call once before capturing";
+      return nullptr;
+    }
+    BuildResult built = build_graph(h, spec);
     if (built.graph == nullptr && built.device_failure)
       core::fail(ErrorCode::device_error, "cudnn: building the cuDNN graph failed: {}", built.error);
     if (built.graph == nullptr) {
@@ -182,7 +181,7 @@ struct State : PathState {
       failed.emplace(key, reason);
       return nullptr;
     }
-    if (lru.size() >= kCacheCapacity) evict_oldest(stream);
+    if (lru.size() >= kCacheCapacity) evict_one(stream);
     lru.emplace_front();
     Entry& e = lru.front();
     e.key = key;
@@ -190,6 +189,23 @@ struct State : PathState {
     e.workspace = workspace_size(*e.graph);
     index.emplace(key, lru.begin());
     return &e;
+  }
+};
+
+struct State : PathState {
+  std::mutex mutex;  // a context is meant for one thread at a time; this keeps misuse from corrupting the cache
+  std::vector<std::unique_ptr<DeviceCache>> caches;  // by device index; destroyed before the handles they use
+  LibraryHandles<Cudnn> handles;
+
+  ~State() override { caches.clear(); }  // the plans first, then (members in reverse order) the handles
+
+  DeviceCache& cache_for(int device) {
+    if (caches.size() <= std::size_t(device)) caches.resize(std::size_t(device) + 1);
+    if (!caches[std::size_t(device)]) {
+      caches[std::size_t(device)] = std::make_unique<DeviceCache>();
+      caches[std::size_t(device)]->device = device;
+    }
+    return *caches[std::size_t(device)];
   }
 };
 
@@ -221,18 +237,29 @@ void place_lengths(const core::Problem& p, const Plan& plan, cudaStream_t stream
   const bool q_host = plan.user_lengths && !q.empty() && !q_dev;
   const bool kv_host = plan.user_lengths && !kv.empty() && !kv_dev;
   if (q_host || kv_host) {
+    // Both sides in one staging launch when they fit (a device side gets T / S there, which the kernel below
+    // overwrites), else side by side in chunks.
     std::array<std::int32_t, kStagedWordsPerLaunch> chunk;
     const TensorView* views[2] = {&q, &kv};
     const bool host[2] = {q_host, kv_host};
     const std::int64_t full[2] = {p.dims.T, p.dims.S};
-    for (int k = 0; k < 2; ++k) {
-      if (k == 0 ? q_dev : kv_dev) continue;  // written by the kernel below
+    auto gather = [&](int k, std::int64_t b0, std::int64_t n, std::int32_t* into) {
       const auto* src = static_cast<const std::int32_t*>(views[k]->data);
-      for (std::int64_t b0 = 0; b0 < B; b0 += std::int64_t(chunk.size())) {
-        const std::int64_t n = std::min<std::int64_t>(std::int64_t(chunk.size()), B - b0);
-        for (std::int64_t b = 0; b < n; ++b)  // host values were range-checked by validation
-          chunk[std::size_t(b)] = host[k] ? src[(b0 + b) * views[k]->strides[0]] : std::int32_t(full[k]);
-        stage_words(chunk.data(), std::size_t(n), dst + k * B + b0, stream, kName);
+      for (std::int64_t b = 0; b < n; ++b)  // host values were range-checked by validation
+        into[b] = host[k] ? src[(b0 + b) * views[k]->strides[0]] : std::int32_t(full[k]);
+    };
+    if (2 * B <= std::int64_t(chunk.size())) {
+      gather(0, 0, B, chunk.data());
+      gather(1, 0, B, chunk.data() + B);
+      stage_words(chunk.data(), std::size_t(2 * B), dst, stream, kName);
+    } else {
+      for (int k = 0; k < 2; ++k) {
+        if (k == 0 ? q_dev : kv_dev) continue;  // written by the kernel below
+        for (std::int64_t b0 = 0; b0 < B; b0 += std::int64_t(chunk.size())) {
+          const std::int64_t n = std::min<std::int64_t>(std::int64_t(chunk.size()), B - b0);
+          gather(k, b0, n, chunk.data());
+          stage_words(chunk.data(), std::size_t(n), dst + k * B + b0, stream, kName);
+        }
       }
     }
   }
@@ -333,18 +360,19 @@ class CudnnPath final : public core::Path {
     core::Verdict verdict;
     with_graph(ctx, p, [&](const Call& call) {
       verdict.reason = call.reason;
-      if (!call.reason) verdict.workspace_bytes = call.layout.total;
+      verdict.workspace_bytes = call.layout.total;
     });
     return verdict;
   }
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
     std::optional<std::string> reason;
-    with_graph(ctx, p, [&](const Call& call) {
-      reason = call.reason;
-      if (!reason) reason = core::workspace_shortfall(p, call.layout.total);
-      if (reason) return;  // before anything is placed or launched
-      ScratchLease scratch(ctx, p, call.layout.total, call.stream, kName);
+    with_graph(ctx, p, [&](Call& call) {
+      if ((reason = call.reason)) return;  // before anything is placed or launched
+      // The plan is the context's: its use is ordered like the context's workspace, also with a caller workspace.
+      OrderedUse use(ctx, p.device_index, call.stream, kName);
+      ScratchLease scratch(ctx, p, call.layout.total, call.stream, kName, &use);
       run_call(p, call.plan, *call.entry, call.layout, scratch.data(), call.handle, call.stream);
+      if (use.capturing()) call.entry->captured = true;
     });
     return reason;
   }
@@ -354,13 +382,15 @@ class CudnnPath final : public core::Path {
   struct Call {
     std::optional<std::string> reason;  // set when the call cannot run; nothing else is then
     Plan plan;
-    const Entry* entry = nullptr;
+    Entry* entry = nullptr;
     Layout layout;
     cudnnHandle_t handle = nullptr;
     cudaStream_t stream = nullptr;
   };
 
-  // Runs `fn(call)` with the context's cudnn state locked and the call's device current.
+  // Runs `fn(call)` with the context's cudnn state locked and the call's device current. Everything a call can run
+  // into before its launch is found here, for plan() and run_if_able() alike: the rules, the handle and the graph
+  // (neither made while the stream captures), the scratch.
   template <class Fn>
   static void with_graph(Context::Impl& ctx, const core::Problem& p, Fn&& fn) {
     Call call;
@@ -369,15 +399,18 @@ class CudnnPath final : public core::Path {
     auto& st = ctx.state_for<State>(kName);
     std::lock_guard lock(st.mutex);
     call.stream = static_cast<cudaStream_t>(ctx.stream);
-    call.handle = st.handle_for(p.device_index, call.stream, ctx.device_allocations);
+    if ((call.reason = st.handles.refusal(p.device_index, call.stream))) return fn(call);
+    call.handle = st.handles.get(p.device_index, ctx.device_allocations, kName);
+    if (const cudnnStatus_t status = cudnnSetStream(call.handle, call.stream); status != CUDNN_STATUS_SUCCESS)
+      core::fail(ErrorCode::device_error, "cudnn: cudnnSetStream failed: {}", cudnnGetErrorString(status));
     std::string reason;
-    Entry* entry = st.entry_for(call.plan.spec, call.handle, *p.tuning, call.stream, reason);
-    if (entry == nullptr) {
+    call.entry = st.cache_for(p.device_index).entry_for(call.plan.spec, call.handle, *p.tuning, call.stream, reason);
+    if (call.entry == nullptr) {
       call.reason = std::move(reason);
       return fn(call);
     }
-    call.entry = entry;
-    call.layout = layout_of(p, call.plan, *entry);
+    call.layout = layout_of(p, call.plan, *call.entry);
+    call.reason = scratch_refusal(ctx, p, call.layout.total, call.stream);
     fn(call);
   }
 };

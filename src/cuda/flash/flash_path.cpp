@@ -132,10 +132,11 @@ class FlashPath final : public core::Path {
     Plan plan;
     return plan_call(p, plan);
   }
-  core::Verdict plan(Context::Impl&, const core::Problem& p) const override {
+  core::Verdict plan(Context::Impl& ctx, const core::Problem& p) const override {
     Plan plan;
     if (auto why = plan_call(p, plan)) return {why, 0};
-    return {std::nullopt, seqlens_scratch_bytes(p)};
+    const std::size_t bytes = seqlens_scratch_bytes(p);
+    return {scratch_refusal(ctx, p, bytes, static_cast<cudaStream_t>(ctx.stream)), bytes};
   }
 
   // The checks and the launch in one pass: the limits and the kernel's parameters once per call. On the codelab's
@@ -143,7 +144,9 @@ class FlashPath final : public core::Path {
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
     Plan plan;
     if (auto why = plan_call(p, plan)) return why;  // before anything is placed or launched
-    if (auto why = core::workspace_shortfall(p, seqlens_scratch_bytes(p))) return why;
+    if (p.has_seqlens())
+      if (auto why = scratch_refusal(ctx, p, seqlens_scratch_bytes(p), static_cast<cudaStream_t>(ctx.stream)))
+        return why;
     launch(ctx, p, plan);
     return std::nullopt;
   }

@@ -40,13 +40,13 @@ struct Cublas {
 };
 
 struct State : PathState {
-  LibraryHandle<Cublas> cublas;
+  LibraryHandles<Cublas> cublas;
 };
 
 // cuBLAS on the call's stream, with its scratch in the call's workspace (cublasSetStream resets the workspace,
 // so both are set on every call).
 cublasHandle_t handle_for(Context::Impl& ctx, int device, cudaStream_t stream, void* cublas_scratch) {
-  cublasHandle_t handle = ctx.state_for<State>(kName).cublas.get(device, stream, ctx.device_allocations, kName);
+  cublasHandle_t handle = ctx.state_for<State>(kName).cublas.get(device, ctx.device_allocations, kName);
   check_cublas(cublasSetStream(handle, stream), "cuda-naive: cublasSetStream");
   check_cublas(cublasSetWorkspace(handle, cublas_scratch, kCublasWorkspace), "cuda-naive: cublasSetWorkspace");
   return handle;
@@ -131,8 +131,8 @@ void forward(Context::Impl& ctx, const core::Problem& p, const Layout& l, char* 
   void* probs = base + l.probs;
 
   ScoreParams params = score_params(p);
+  cublasHandle_t handle = handle_for(ctx, p.device_index, stream, base + l.cublas);  // before anything is enqueued
   place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + l.seqlens), stream);
-  cublasHandle_t handle = handle_for(ctx, p.device_index, stream, base + l.cublas);
   const std::int64_t G = d.group();
 
   // scores[b, n] (T × S, row-major) = Q[b, n] · K[b, n / G]ᵀ; column-major: (S × T) = Kᵀ·Q.
@@ -164,8 +164,8 @@ void backward(Context::Impl& ctx, const core::Problem& p, const Layout& l, char*
   auto* dv_acc = reinterpret_cast<float*>(base + l.dv);
 
   ScoreParams params = score_params(p);
+  cublasHandle_t handle = handle_for(ctx, p.device_index, stream, base + l.cublas);  // before anything is enqueued
   place_seqlens(p, params, reinterpret_cast<std::int32_t*>(base + l.seqlens), stream);
-  cublasHandle_t handle = handle_for(ctx, p.device_index, stream, base + l.cublas);
   const std::int64_t G = d.group();
 
   // Raw scores again, as in forward.
@@ -248,14 +248,15 @@ class NaivePath final : public core::Path {
     }
     return std::nullopt;
   }
-  core::Verdict plan(Context::Impl&, const core::Problem& p) const override {
-    if (auto why = why_not(p)) return {why, 0};
-    return {std::nullopt, layout_of(p).total};
+  core::Verdict plan(Context::Impl& ctx, const core::Problem& p) const override {
+    core::Verdict v;
+    v.reason = refusal(ctx, p, v.workspace_bytes);
+    return v;
   }
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
-    if (auto why = why_not(p)) return why;
+    std::size_t bytes = 0;
+    if (auto why = refusal(ctx, p, bytes)) return why;
     const Layout layout = layout_of(p);
-    if (auto why = core::workspace_shortfall(p, layout.total)) return why;
     DeviceGuard guard(p.device_index);
     auto stream = static_cast<cudaStream_t>(ctx.stream);
     ScratchLease scratch(ctx, p, layout.total, stream, kName);
@@ -264,6 +265,17 @@ class NaivePath final : public core::Path {
     else
       backward(ctx, p, layout, scratch.data(), stream);
     return std::nullopt;
+  }
+
+ private:
+  // The rules, then what the call itself would run into before launching (scratch, cuBLAS's handle); `bytes` is
+  // the scratch the call needs.
+  std::optional<std::string> refusal(Context::Impl& ctx, const core::Problem& p, std::size_t& bytes) const {
+    if (auto why = why_not(p)) return why;
+    bytes = layout_of(p).total;
+    auto stream = static_cast<cudaStream_t>(ctx.stream);
+    if (auto why = scratch_refusal(ctx, p, bytes, stream)) return why;
+    return ctx.state_for<State>(kName).cublas.refusal(p.device_index, stream);
   }
 };
 
