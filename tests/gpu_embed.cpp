@@ -142,18 +142,7 @@ void DeviceGrads::download_outputs(GradTensors& g, cudaStream_t s) {
 }
 
 attnlab::BackwardArgs backward_args_for(const attnlab::ForwardArgs& f, const DeviceGrads& g) {
-  attnlab::BackwardArgs a;
-  a.q = f.q;
-  a.k = f.k;
-  a.v = f.v;
-  a.o = f.o;
-  a.lse = f.lse;
-  a.options = f.options;
-  a.d_o = g.d_o.view();
-  a.dq = g.dq.view();
-  a.dk = g.dk.view();
-  a.dv = g.dv.view();
-  return a;
+  return backward_args_from(f, g.d_o.view(), g.dq.view(), g.dk.view(), g.dv.view());
 }
 
 // ---------------------------------------------------------------------------------------------------------------

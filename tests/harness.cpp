@@ -283,8 +283,8 @@ GradTensors make_grads(const Case& c, Rng& rng) {
   return g;
 }
 
-attnlab::BackwardArgs backward_args(const Case& c, const Tensors& t, const GradTensors& g) {
-  const attnlab::ForwardArgs f = forward_args(c, t);
+attnlab::BackwardArgs backward_args_from(const attnlab::ForwardArgs& f, const TensorView& d_o, const TensorView& dq,
+                                         const TensorView& dk, const TensorView& dv) {
   attnlab::BackwardArgs a;
   a.q = f.q;
   a.k = f.k;
@@ -292,11 +292,15 @@ attnlab::BackwardArgs backward_args(const Case& c, const Tensors& t, const GradT
   a.o = f.o;
   a.lse = f.lse;
   a.options = f.options;
-  a.d_o = g.d_o.view();
-  a.dq = g.dq.view();
-  a.dk = g.dk.view();
-  a.dv = g.dv.view();
+  a.d_o = d_o;
+  a.dq = dq;
+  a.dk = dk;
+  a.dv = dv;
   return a;
+}
+
+attnlab::BackwardArgs backward_args(const Case& c, const Tensors& t, const GradTensors& g) {
+  return backward_args_from(forward_args(c, t), g.d_o.view(), g.dq.view(), g.dk.view(), g.dv.view());
 }
 
 attnlab::ForwardArgs device_forward_args(const Case& c, const Tensors& t, DeviceMirror& mirror) {
@@ -318,18 +322,7 @@ attnlab::ForwardArgs device_forward_args(const Case& c, const Tensors& t, Device
 attnlab::BackwardArgs device_backward_args(const Case& c, const Tensors& t, const GradTensors& g,
                                            DeviceMirror& mirror) {
   const attnlab::ForwardArgs f = device_forward_args(c, t, mirror);
-  attnlab::BackwardArgs a;
-  a.q = f.q;
-  a.k = f.k;
-  a.v = f.v;
-  a.o = f.o;
-  a.lse = f.lse;
-  a.options = f.options;
-  a.d_o = mirror.upload(g.d_o);
-  a.dq = mirror.upload(g.dq);
-  a.dk = mirror.upload(g.dk);
-  a.dv = mirror.upload(g.dv);
-  return a;
+  return backward_args_from(f, mirror.upload(g.d_o), mirror.upload(g.dq), mirror.upload(g.dk), mirror.upload(g.dv));
 }
 
 ExpectedBackward expected_backward(const Case& c, const Tensors& t, const GradTensors& g) {

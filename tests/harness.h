@@ -80,6 +80,9 @@ void check_forward(const Case& c, Rng& rng);
 // dQ/dK/dV against the fp64 reference backward by the criterion, plus poison, padding and inputs untouched.
 GradTensors make_grads(const Case& c, Rng& rng);
 attnlab::BackwardArgs backward_args(const Case& c, const Tensors& t, const GradTensors& g);
+// The backward call of forward arguments `f` (its tensors and options) with these gradient tensors.
+attnlab::BackwardArgs backward_args_from(const attnlab::ForwardArgs& f, const TensorView& d_o, const TensorView& dq,
+                                         const TensorView& dk, const TensorView& dv);
 
 // The references a backward call's gradients are judged by, from the inputs of `t`, the O and LSE in `t` (those
 // the backward call receives) and g.d_o.
