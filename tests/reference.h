@@ -10,7 +10,8 @@
 //     softmax runs in f32, and every tensor that feeds a second matmul or leaves the computation is rounded to the
 //     dtype: P before P·V (and before Pᵀ·dO), dS before dS·K and dSᵀ·Q, and the outputs O, dQ, dK, dV. D = rowsum(dO∘O)
 //     uses the O the backward call is given (rounded to the dtype), as every backward does: computing it from an O of
-//     its own would compare two independent roundings of O, and with few rows the larger one wins at random. Scores S, dP and the LSE stay f32 (the LSE output is f32 by API).
+//     its own would compare two independent roundings of O, and with few rows the larger one wins at random.
+//     Scores S, dP and the LSE stay f32 (the LSE output is f32 by API).
 //     Keeping S in f32 makes this stricter than FlashAttention's own test reference (which rounds S to the dtype):
 //     the CPU paths compute S in f32, so they must meet the tighter bound. For f32 inputs it is the same naive
 //     computation in f32. A path passes when it is at most twice as far from fp64 as this computation, + 1e-5.
