@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Peers of attnlab, timed on the same shapes and written in the same JSON rows (docs/design.md §4).
 
-Runs whatever is installed: PyTorch SDPA (flash = FlashAttention-2, cudnn, efficient, math) and JAX
-(`jax.nn.dot_product_attention` with implementation xla and cudnn, and the codelab's naive function).
+Runs whatever is installed: PyTorch SDPA (flash = FlashAttention-2, cudnn, efficient, math), JAX
+(`jax.nn.dot_product_attention` with implementation xla and cudnn, and the codelab's naive function), and
+TransformerEngine (`transformer_engine.pytorch.DotProductAttention`: `te` in bf16/f16, `te-fp8` under FP8 autocast
+with the codelab's DelayedScaling recipe, for workloads whose dtype is e4m3). Where TransformerEngine is not
+installed, its rows say so (ok false, note "TransformerEngine is not installed ..."), so a report shows it.
 Shapes come from a workloads file shared with `attnlab bench --workloads` (bench/workloads.json), or from flags.
 
 Timing follows the lab: CUDA events around back-to-back calls after warm-up, several groups, median/min/max of
@@ -11,17 +14,24 @@ with a host clock after block_until_ready (noted in each row).
 
   python3 bench/peers.py --workloads bench/workloads.json --out peers.json
   python3 bench/peers.py -B 4 -T 128 -N 8 -H 64 --dtype bf16 --peers torch-flash,torch-cudnn
+  python3 bench/peers.py --workloads bench/sweep_te.json --peers jax-xla,jax-cudnn,te --out te-peers.jsonl
+  python3 bench/peers.py --workloads bench/workloads_fp8.json --peers te,te-fp8,torch-cudnn --out fp8-peers.jsonl
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import statistics
 import sys
 import time
 
-ALL_PEERS = ["torch-flash", "torch-cudnn", "torch-efficient", "torch-math", "jax-xla", "jax-cudnn", "jax-naive"]
+ALL_PEERS = ["torch-flash", "torch-cudnn", "torch-efficient", "torch-math", "jax-xla", "jax-cudnn", "jax-naive",
+             "te", "te-fp8"]
+TE_PEERS = ("te", "te-fp8")
+TE_MISSING = "TransformerEngine is not installed"
+FP8_DTYPES = ("e4m3",)
 L2_BYTES = 50 * 1024 * 1024
 
 
@@ -61,7 +71,7 @@ def row(w: dict, peer: str, device: str, times_ms: list[float] | None, note: str
     }
     if times_ms:
         med = statistics.median(times_ms)
-        elem = 4 if w["dtype"] == "f32" else 2
+        elem = {"f32": 4, "e4m3": 1}.get(w["dtype"], 2)
         r.update(ms_median=med, ms_min=min(times_ms), ms_max=max(times_ms),
                  tflops=flops(w) / (med * 1e-3) / 1e12, gbps=io_bytes(w, elem) / (med * 1e-3) / 1e9)
     return r
@@ -190,6 +200,97 @@ def jax_peer(w: dict, peer: str, args) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------------------
+# TransformerEngine (its PyTorch API): the codelab's step 9 — DotProductAttention in bf16, and its FP8 path
+# ------------------------------------------------------------------------------------------------------------------
+_TE = None  # (transformer_engine.pytorch, transformer_engine.common.recipe, version), or why it cannot be used
+
+
+def import_te():
+    global _TE
+    if _TE is None:
+        try:
+            import transformer_engine
+            import transformer_engine.pytorch as te
+            from transformer_engine.common import recipe
+            _TE = (te, recipe, getattr(transformer_engine, "__version__", "?"))
+        except ModuleNotFoundError as e:
+            _TE = f"{TE_MISSING} ({e})"
+        except Exception as e:  # installed but broken: a CUDA library missing, a torch version it was not built for
+            _TE = f"TransformerEngine does not import: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    return _TE
+
+
+def gpu_name() -> str:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name()
+    except Exception:
+        pass
+    return "unknown"
+
+
+def te_peer(w: dict, peer: str, args) -> dict:
+    te_or_why = import_te()
+    if isinstance(te_or_why, str):
+        return row(w, peer, gpu_name(), None, te_or_why)
+    te, recipe, version = te_or_why
+    import torch
+
+    if w.get("direction", "fwd") == "bwd":
+        return row(w, peer, gpu_name(), None, "backward not timed for the TransformerEngine peers")
+    fp8 = peer == "te-fp8"
+    # te-fp8 gets bf16 inputs, as in the codelab: TE quantizes them itself under the autocast.
+    dtype = torch.bfloat16 if fp8 else {"f16": torch.float16, "bf16": torch.bfloat16}[w["dtype"]]
+    dev = torch.device("cuda")
+    set_bytes = io_bytes(w, 2)
+    n_sets = max(1, min(8, math.ceil(2 * L2_BYTES / max(set_bytes, 1)))) if set_bytes < L2_BYTES else 1
+    note = f"TransformerEngine {version} DotProductAttention"
+    try:
+        kv_channels = w["Hqk"] if w["Hqk"] == w["Hv"] else (w["Hqk"], w["Hv"])
+        attn = te.DotProductAttention(w["N"], kv_channels, num_gqa_groups=w["K"], attention_dropout=0.0,
+                                      qkv_format="bshd", attn_mask_type="causal" if w["causal"] else "no_mask")
+        # The layout attnlab uses, (B, T, N, H): TE's "bshd".
+        dims = ((w["T"], w["N"], w["Hqk"]), (w["S"], w["K"], w["Hqk"]), (w["S"], w["K"], w["Hv"]))
+        sets = [tuple(torch.randn(w["B"], n, h, d, device=dev, dtype=dtype) for n, h, d in dims) for _ in range(n_sets)]
+        autocast = contextlib.nullcontext
+        if fp8:
+            # The codelab's recipe. fp8_dpa puts attention itself in FP8 (TE otherwise keeps it in bf16).
+            kwargs = dict(margin=0, fp8_format=recipe.Format.HYBRID, amax_history_len=1024, amax_compute_algo="max")
+            try:
+                fp8_recipe = recipe.DelayedScaling(fp8_dpa=True, **kwargs)
+            except TypeError:
+                fp8_recipe = recipe.DelayedScaling(**kwargs)
+                note += " (this TE has no fp8_dpa: attention may stay bf16)"
+            if hasattr(te, "fp8_autocast"):
+                autocast = lambda: te.fp8_autocast(enabled=True, fp8_recipe=fp8_recipe)  # noqa: E731
+            else:
+                autocast = lambda: te.autocast(enabled=True, recipe=fp8_recipe)  # noqa: E731
+            note += " under FP8 autocast (DelayedScaling HYBRID, margin 0, history 1024, max; bf16 in and out)"
+        with torch.no_grad():
+            max_abs_err = None
+            if fp8:
+                # The codelab's comparison, after a few recipe steps (one per autocast region, as in a training loop).
+                q, k, v = sets[0]
+                ref = attn(q, k, v)
+                for _ in range(4):
+                    with autocast():
+                        out = attn(q, k, v)
+                max_abs_err = float((ref.float() - out.float()).abs().max())
+                note += f"; max |bf16 - fp8| after 4 steps {max_abs_err:.3g}"
+
+            def call(i):
+                q, k, v = sets[i % n_sets]
+                with autocast():  # one recipe step per call for te-fp8 (a no-op context for te)
+                    attn(q, k, v)
+
+            times = time_cuda_events(call, args.warmup, args.repeats, args.groups)
+    except Exception as e:  # a shape or a GPU TE cannot run is a row with ok=false, not a crash
+        return row(w, peer, gpu_name(), None, f"unsupported: {str(e).splitlines()[0][:160]}")
+    return row(w, peer, torch.cuda.get_device_name(), times, f"{note}; {n_sets} input set(s)", max_abs_err)
+
+
+# ------------------------------------------------------------------------------------------------------------------
 def load_workloads(args) -> list[dict]:
     if args.workloads:
         with open(args.workloads) as f:
@@ -217,6 +318,9 @@ def available_peers() -> list[str]:
         import torch
         if torch.cuda.is_available():
             have += [p for p in ALL_PEERS if p.startswith("torch-")]
+            # TransformerEngine runs on PyTorch: asked for wherever PyTorch has a GPU, so that its rows say plainly
+            # when it is not installed.
+            have += list(TE_PEERS)
     except ImportError:
         pass
     try:
@@ -238,7 +342,8 @@ def main() -> int:
     ap.add_argument("-N", "--heads", type=int, default=8)
     ap.add_argument("-K", "--kv-heads", type=int, default=0)
     ap.add_argument("-H", "--head-dim", type=int, default=64)
-    ap.add_argument("--dtype", default="bf16", choices=["f32", "f16", "bf16"])
+    ap.add_argument("--dtype", default="bf16", choices=["f32", "f16", "bf16", "e4m3"],
+                    help="e4m3: FP8 workloads, which only te-fp8 runs (bf16 in, FP8 inside)")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--direction", default="fwd", choices=["fwd", "bwd"])
     ap.add_argument("--warmup", type=int, default=10)
@@ -256,16 +361,32 @@ def main() -> int:
         print("peers.py: no peer is installed with a GPU here (PyTorch or JAX with CUDA)", file=sys.stderr)
         return 0
     out = open(args.out, "w") if args.out else sys.stdout
+    no_fp8 = set()  # peers asked for that take no FP8 inputs, named once
     for w in load_workloads(args):
         for p in peers:
-            if w["dtype"] == "f32" and p in ("torch-flash", "torch-cudnn", "jax-cudnn"):
+            if w["dtype"] == "f32" and p in ("torch-flash", "torch-cudnn", "jax-cudnn", "te", "te-fp8"):
                 continue  # these backends refuse f32 by design
-            r = torch_peer(w, p, args) if p.startswith("torch-") else jax_peer(w, p, args)
+            # FP8 workloads run only where FP8 attention is (te-fp8); te-fp8 runs only those.
+            if (w["dtype"] in FP8_DTYPES) != (p == "te-fp8"):
+                if w["dtype"] in FP8_DTYPES:
+                    no_fp8.add(p)
+                continue
+            try:
+                if p in TE_PEERS:
+                    r = te_peer(w, p, args)
+                else:
+                    r = torch_peer(w, p, args) if p.startswith("torch-") else jax_peer(w, p, args)
+            except ModuleNotFoundError as e:  # a peer asked for by name whose framework is missing: say so, go on
+                r = row(w, p, gpu_name(), None, f"{'PyTorch' if p.startswith('torch-') else 'JAX'} is not installed "
+                                                f"({e})")
             print(json.dumps(r), file=out, flush=True)
             if args.out:
                 status = f"{r['ms_median']:.4f} ms {r['tflops']:.1f} TFLOP/s" if r["ok"] else r["note"]
                 print(f"{p:16s} {w.get('name', '')} B={w['B']} T={w['T']} N={w['N']}/{w['K']} H={w['Hqk']} "
                       f"{w['dtype']} {'causal' if w['causal'] else ''} {w['direction']}: {status}", file=sys.stderr)
+    if no_fp8:
+        print(f"peers.py: e4m3 workloads run on te-fp8 only (PyTorch SDPA and JAX take no FP8 inputs); skipped for "
+              f"{', '.join(sorted(no_fp8))}", file=sys.stderr)
     return 0
 
 

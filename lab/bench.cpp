@@ -3,7 +3,8 @@
 // backward), timed the lab's way (timing.h), with TFLOP/s, GB/s, the first call at the new shape, the host's
 // time to issue one call (GPU paths: a call is launch-bound when it is near the median) and the path's
 // workspace. Rows go to the terminal as a table, with --jsonl to a file peers' rows can join, and with --report to
-// a report. --graph adds, for each CUDA path, a row timed from CUDA-graph replays (the launch floor).
+// a report. --graph adds, for each CUDA path, a row timed from CUDA-graph replays (the launch floor). --dtype e4m3
+// (or "dtype": "e4m3" in a workloads file, e.g. bench/workloads_fp8.json) times FP8 forward calls (call_set.h).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -123,6 +124,10 @@ Outcome run_bench(const BenchOptions& flags) {
     }
   }
   if (!c.json) table.print();
+  if (!c.json && std::any_of(workloads.begin(), workloads.end(), [](const Workload& w) { return is_fp8(w.dtype); }))
+    fmt::print("note: e4m3 rows time the attention call alone: Q, K, V already FP8 (random values quantized with "
+               "scale 1), O written in e4m3 with scale_o = 1, P quantized with scale_s = 448; 'attnlab fp8' times "
+               "the codelab's FP8 cell with the DelayedScaling recipe\n");
   if (!not_graphed.empty()) {
     // A note, not an error: the CPU paths were timed as usual. With --json, stdout stays JSON lines.
     fmt::print(c.json ? stderr : stdout, "note: --graph: {}; {} {} timed without graphs\n", kGraphNeedsCuda,
@@ -134,7 +139,7 @@ Outcome run_bench(const BenchOptions& flags) {
 Action attach_bench(CLI::App& cmd) {
   auto flags = std::make_shared<BenchOptions>();
   auto report = std::make_shared<ReportFlags>();
-  add_case_flags(cmd, flags->shape);
+  add_case_flags(cmd, flags->shape, /*fp8=*/true);
   const char* timing = "Timing";
   cmd.add_option("--workloads", flags->workloads, "JSON file of workloads (e.g. bench/workloads.json); replaces "
                                                   "the shape flags")->check(CLI::ExistingFile)->group(timing);

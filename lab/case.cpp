@@ -23,7 +23,7 @@ const CLI::Validator kPositive(
     "POSITIVE");
 }  // namespace
 
-void add_case_flags(CLI::App& cmd, CaseFlags& f) {
+void add_case_flags(CLI::App& cmd, CaseFlags& f, bool fp8) {
   const char* shape = "Shape (Q is (B, T, N, H), K and V are (B, S, K, H))";
   cmd.add_option("-B,--batch", f.batch, "batch size B")->check(kPositive)->capture_default_str()
       ->group(shape);
@@ -39,8 +39,12 @@ void add_case_flags(CLI::App& cmd, CaseFlags& f) {
       ->capture_default_str()->group(shape);
 
   const char* run = "Run";
-  cmd.add_option("--dtype", f.dtype, "element type of Q, K, V and O")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str()->group(run);
+  const std::vector<std::string> dtypes = fp8 ? std::vector<std::string>{"f32", "f16", "bf16", "e4m3"}
+                                             : std::vector<std::string>{"f32", "f16", "bf16"};
+  cmd.add_option("--dtype", f.dtype, fp8 ? "element type of Q, K, V and O (e4m3: FP8 inputs quantized with scale 1, "
+                                           "O in e4m3 with scale_o, forward only)"
+                                         : "element type of Q, K, V and O")
+      ->check(CLI::IsMember(dtypes))->capture_default_str()->group(run);
   cmd.add_flag("--causal", f.causal, "causal mask (key j visible to query i iff j <= i)")->group(run);
   cmd.add_option("--device", f.device, "where the tensors live (default: cuda when a CUDA path is available)")
       ->check(CLI::IsMember({"cpu", "cuda"}))->group(run);

@@ -38,8 +38,9 @@ struct CaseFlags {
   CLI::Option* kv_heads_option = nullptr;
 };
 
-// Declares the common flags on a subcommand.
-void add_case_flags(CLI::App& command, CaseFlags& flags);
+// Declares the common flags on a subcommand. `fp8`: --dtype also takes e4m3 (the timing commands, whose calls get
+// FP8 inputs and scales from call_set.h; the comparing ones have no FP8 reference).
+void add_case_flags(CLI::App& command, CaseFlags& flags, bool fp8 = false);
 
 // The timing flags bench, sweep, heads and lab share: --warmup, --repeats, --groups, in the help group `group`.
 void add_timing_flags(CLI::App& command, TimingPlan& plan, const char* group);

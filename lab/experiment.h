@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "results.h"
@@ -28,6 +29,7 @@ struct Outcome {
   std::vector<ResultRow> rows;
   bool passed = true;       // its correctness checks (compare's allclose, causal's); the exit status follows it
   bool as_expected = true;  // every observation matched the codelab's (timing ones are flagged, never fatal)
+  std::string skipped;      // non-empty: the experiment cannot run on this machine (why), which is not a failure
 };
 
 Action attach_check(CLI::App& command);
@@ -37,6 +39,7 @@ Action attach_report(CLI::App& command);
 Action attach_causal(CLI::App& command);
 Action attach_sweep(CLI::App& command);
 Action attach_heads(CLI::App& command);
+Action attach_fp8(CLI::App& command);
 Action attach_lab(CLI::App& command);
 
 }  // namespace lab

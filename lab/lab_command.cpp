@@ -1,6 +1,8 @@
 // attnlab lab — the whole codelab in one command: check, compare, causal, bench (the default shape), sweep seq,
-// sweep batch and heads, in that order, on one device and dtype. Each experiment prints what its own subcommand
-// prints, under a heading naming that subcommand; every row goes into one report (--report, default lab-report).
+// sweep batch, heads, sweep te and fp8, in that order, on one device and dtype (sweep te and fp8 keep the codelab's
+// bf16 / e4m3). Each experiment prints what its own subcommand prints, under a heading naming that subcommand;
+// every row goes into one report (--report, default lab-report). fp8 where there is no FP8 attention says why and
+// prints the C++ that would use it: shown as skipped, not as a failure.
 // Exit status: 1 when a correctness check failed (compare's allclose, causal's checks) or an experiment could not
 // run at all; timing observations that disagree with the codelab are flagged, as in the experiments themselves.
 #include <exception>
@@ -77,6 +79,10 @@ std::vector<Step> plan_steps(const LabOptions& o, const CaseFlags& base, const T
                                                        : std::vector<std::int64_t>{};
   const std::vector<std::int64_t> batch_values = o.quick ? std::vector<std::int64_t>{1, 2, 4}
                                                          : std::vector<std::int64_t>{};
+  // The TE sweep's 2048 costs the CPU's naive path seconds per call: on the CPU it stops at the seq sweep's 1024.
+  const std::vector<std::int64_t> te_values = o.quick                  ? std::vector<std::int64_t>{128, 256}
+                                              : base.device == "cpu" ? std::vector<std::int64_t>{128, 256, 512, 1024}
+                                                                     : std::vector<std::int64_t>{};
   const auto values_flag = [](const std::vector<std::int64_t>& v) {
     return v.empty() ? std::string() : fmt::format(" --values {}", fmt::join(v, ","));
   };
@@ -106,6 +112,30 @@ std::vector<Step> plan_steps(const LabOptions& o, const CaseFlags& base, const T
   heads.shape = base;
   heads.plan = plan;
   steps.push_back({"heads", "attnlab heads " + common + timing, false, true, [heads] { return run_heads(heads); }});
+  // Step 9 of the codelab: TransformerEngine's causal bf16 sweep on our paths, then its FP8 cell. Both keep the
+  // codelab's dtypes (bf16; bf16 vs e4m3) unless --dtype names one for the sweep.
+  SweepOptions te;
+  te.what = "te";
+  te.values = te_values;
+  te.shape = base;
+  te.shape.dtype = o.dtype.empty() ? "bf16" : o.dtype;
+  te.plan = plan;
+  te.graph = o.graph;
+  std::string te_common = fmt::format("--device {} --dtype {}", base.device, te.shape.dtype);
+  if (!base.paths.empty()) te_common += fmt::format(" --paths {}", fmt::join(base.paths, ","));
+  if (base.seed != 0) te_common += fmt::format(" --seed {}", base.seed);
+  if (base.threads != 0) te_common += fmt::format(" --threads {}", base.threads);
+  steps.push_back({"sweep te", "attnlab sweep te " + te_common + values_flag(te.values) + timing + graph, false, true,
+                   [te] { return run_sweep(te); }});
+  Fp8Options fp8;
+  fp8.seed = base.seed;
+  fp8.plan = plan;
+  // The lab's --paths name the bf16 paths fp8 compares with when they are GPU paths (the cell runs on the GPU).
+  if (base.device == "cuda") fp8.paths = base.paths;
+  fp8.cpu_only = base.device == "cpu";
+  std::string fp8_flags = base.seed != 0 ? fmt::format(" --seed {}", base.seed) : "";
+  if (!fp8.paths.empty()) fp8_flags += fmt::format(" --paths {}", fmt::join(fp8.paths, ","));
+  steps.push_back({"fp8", "attnlab fp8" + fp8_flags + timing, true, true, [fp8] { return run_fp8(fp8); }});
   return steps;
 }
 
@@ -116,6 +146,10 @@ void print_summary(const std::vector<Result>& results, const std::string& where)
     const Step& s = *r.step;
     if (r.error) {
       t.row({s.name, "—", "ERROR (see above)", "—"});
+      continue;
+    }
+    if (!r.outcome.skipped.empty()) {  // cannot run on this machine (fp8 without FP8 attention): said above
+      t.row({s.name, std::to_string(r.rows), "— (not here: see above)", "—"});
       continue;
     }
     t.row({s.name, std::to_string(r.rows), s.checks ? yes_no(r.outcome.passed, "✓ passed", "✗ FAILED") : "—",
@@ -209,14 +243,14 @@ Action attach_lab(CLI::App& cmd) {
   o->warmup = cmd.get_option("--warmup");
   o->repeats = cmd.get_option("--repeats");
   o->groups = cmd.get_option("--groups");
-  cmd.add_flag("--quick", o->quick, "a short run for CI: 2 warm-up calls, 3 groups of 5, sweeps over 64,128,256 "
-                                    "and 1,2,4 (explicit timing flags still win)")->group(timing);
+  cmd.add_flag("--quick", o->quick, "a short run for CI: 2 warm-up calls, 3 groups of 5, sweeps over 64,128,256, "
+                                    "1,2,4 and (te) 128,256 (explicit timing flags still win)")->group(timing);
   cmd.add_flag("--graph", o->graph, "bench and sweeps also time CUDA-graph replays of the CUDA paths")->group(timing);
   add_report_flags(cmd, o->report, kDefaultReportDir);
-  cmd.footer("Runs check, compare, causal, bench, sweep seq, sweep batch and heads at the codelab's shapes, each "
-             "under a heading with the command that prints the same, then a summary, and writes the report. Exits 1 "
-             "when a correctness check fails or an experiment cannot run; timing observations that disagree with "
-             "the codelab are flagged only.");
+  cmd.footer("Runs check, compare, causal, bench, sweep seq, sweep batch, heads, sweep te and fp8 at the codelab's "
+             "shapes, each under a heading with the command that prints the same, then a summary, and writes the "
+             "report. Exits 1 when a correctness check fails or an experiment cannot run (fp8 without FP8 attention "
+             "here is skipped, not failed); timing observations that disagree with the codelab are flagged only.");
   return [o] { return run_lab(*o); };
 }
 

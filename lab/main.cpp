@@ -23,8 +23,11 @@ const std::vector<Experiment>& experiments() {
       {"compare", "naive vs fused attention on the same random inputs: max |diff| and allclose", attach_compare},
       {"causal", "full vs causal on the same inputs: the first position changes, the last does not", attach_causal},
       {"bench", "time each path at a shape or at every workload of a file: ms, TFLOP/s, first call", attach_bench},
-      {"sweep", "time every path over sequence lengths (seq) or batch sizes (batch)", attach_sweep},
+      {"sweep", "time every path over sequence lengths (seq), batch sizes (batch), or the codelab's causal "
+                "TransformerEngine sweep (te)", attach_sweep},
       {"heads", "MHA / GQA / MQA: 8 query heads over 8, 2, 1 KV heads; KV cache size and time", attach_heads},
+      {"fp8", "FP8 attention with TransformerEngine's DelayedScaling recipe, next to bf16 (the C++ to use it "
+              "where the GPU has none)", attach_fp8},
       {"lab", "everything above in order on one device, then a report (lab-report/ unless --report says)", attach_lab},
       {"report", "report.html, SVG plots, results.json/.csv from result rows (ours and peers')", attach_report},
   };

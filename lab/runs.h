@@ -48,4 +48,17 @@ struct HeadsOptions {
 };
 Outcome run_heads(const HeadsOptions& options);
 
+// The codelab's FP8 cell (fp8.cpp): its shape, (4, 2048, 8, 64) causal, unless flags say otherwise.
+struct Fp8Options {
+  std::int64_t B = 4, T = 2048, N = 8, H = 64;
+  bool causal = true;
+  int steps = 4;                    // DelayedScaling steps: the first runs with scale 1, later ones with the recipe's
+  std::vector<std::string> paths;   // bf16 paths to time and compare with (empty: every available GPU path)
+  bool cpu_only = false;            // `attnlab lab --device cpu`: the GPU is not to be used
+  std::uint64_t seed = 0;
+  bool json = false;
+  TimingPlan plan;
+};
+Outcome run_fp8(const Fp8Options& options);
+
 }  // namespace lab

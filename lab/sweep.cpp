@@ -1,7 +1,9 @@
-// attnlab sweep seq|batch — the codelab's step 7 sweeps: every path timed (timing.h) over sequence lengths
-// T = S ∈ {64, …, 1024} at B=4, N=8, H=64, or over batch sizes B ∈ {1, …, 16} at T=256, shown as one table (rows =
-// values, columns = paths) and the codelab's observation next to what was measured. --graph adds a column per
-// CUDA path timed from CUDA-graph replays (graph_bench.cpp).
+// attnlab sweep seq|batch|te — the codelab's sweeps: every path timed (timing.h) over sequence lengths
+// T = S ∈ {64, …, 1024} at B=4, N=8, H=64 (step 7, `seq`), over batch sizes B ∈ {1, …, 16} at T=256 (step 7,
+// `batch`), or over T = S ∈ {128, …, 2048} causal at the same B, N, H (step 9's TransformerEngine sweep, `te`, whose
+// peers — TransformerEngine, JAX's xla and cudnn — come from bench/peers.py on bench/sweep_te.json). Shown as one
+// table (rows = values, columns = paths) and the codelab's observation next to what was measured. --graph adds a
+// column per CUDA path timed from CUDA-graph replays (graph_bench.cpp).
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -29,9 +31,16 @@ namespace lab {
 namespace {
 
 std::vector<std::int64_t> default_values(const std::string& what) {
-  return what == "seq" ? std::vector<std::int64_t>{64, 128, 256, 512, 1024}
-                       : std::vector<std::int64_t>{1, 2, 4, 8, 16};
+  if (what == "seq") return {64, 128, 256, 512, 1024};
+  if (what == "te") return {128, 256, 512, 1024, 2048};  // the codelab's TE_SEQ_LENS
+  return {1, 2, 4, 8, 16};
 }
+
+// The codelab runs TransformerEngine and JAX on the same shapes; this is how to get their rows next to ours.
+constexpr const char* kTePeers =
+    "peers: TransformerEngine (te) and JAX (jax-xla, jax-cudnn) on the same shapes: python3 bench/peers.py "
+    "--workloads bench/sweep_te.json --peers jax-xla,jax-cudnn,te --out te-peers.jsonl, then add --report DIR "
+    "--merge te-peers.jsonl here";
 
 // The naive path (it materializes the scores) and the first fused one, for the codelab's comparison; empty names
 // when the sweep has no such pair.
@@ -54,15 +63,17 @@ double growth(double t0, double t1, double v0, double v1) { return std::log(t1 /
 
 Outcome run_sweep(const SweepOptions& options) {
   SweepOptions f = options;
-  const bool seq = f.what == "seq";
+  const bool te = f.what == "te";
+  const bool seq = f.what != "batch";  // te sweeps T = S as seq does, with the causal mask
   if (f.values.empty()) f.values = default_values(f.what);
+  if (te) f.shape.causal = true;
   for (std::int64_t v : f.values)
     if (v < 1)
       throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
                            fmt::format("--values: every value must be >= 1, got {}", v));
   if (!seq && !f.seq_given) f.shape.seq = 256;
   const Case c = resolve(f.shape, available_paths);
-  const std::string experiment = seq ? "sweep-seq" : "sweep-batch";
+  const std::string experiment = te ? "sweep-te" : seq ? "sweep-seq" : "sweep-batch";
   const std::string var = seq ? "T" : "B";
 
   std::ofstream jsonl;
@@ -117,7 +128,8 @@ Outcome run_sweep(const SweepOptions& options) {
 
   const std::string fixed = seq ? fmt::format("B={}, N={}/{}, H={}", c.B, c.N, c.K, c.Hqk)
                                 : fmt::format("T={}, S={}, N={}/{}, H={}", c.T, c.S, c.N, c.K, c.Hqk);
-  Table table(fmt::format("Sweep over {} ({}, {}{}, on {}): ms per call (median) and TFLOP/s", var, fixed,
+  Table table(fmt::format("{} over {} ({}, {}{}, on {}): ms per call (median) and TFLOP/s",
+                          te ? "The codelab's TransformerEngine sweep on attnlab's paths: sweep" : "Sweep", var, fixed,
                           attnlab::to_string(c.dtype), c.causal ? ", causal" : "",
                           c.device == attnlab::Device::cpu ? "the CPU paths: no GPU here or --device cpu"
                                                            : device_label(c.device)));
@@ -145,6 +157,7 @@ Outcome run_sweep(const SweepOptions& options) {
         if (!row.ok)
           fmt::print("{}{} at {}={}: {}\n", row.path, row.graph ? " (graph)" : "", var, seq ? row.T : row.B, row.note);
   graph_note(stdout);
+  if (te) fmt::print("{}\n", kTePeers);
 
   // What the codelab says to look for, and what this sweep measured. Seq: the fused path's advantage grows with T
   // (the naive path materializes the O(T²) score matrix) — judged by the naive / fused time ratio. Batch: larger
@@ -184,7 +197,10 @@ Outcome run_sweep(const SweepOptions& options) {
     }
   }
   const std::string expected =
-      seq ? "the fused path's advantage over the naive one grows with T: the naive path materializes the O(T²) "
+      te  ? "causal bf16 attention from 128 to 2048: time grows with T, and the fused paths' advantage over the "
+            "naive one grows with it (the naive path materializes the (B, N, T, S) scores, masked half included); "
+            "the codelab sets TransformerEngine's fused attention next to JAX's on the same shapes (peers)"
+      : seq ? "the fused path's advantage over the naive one grows with T: the naive path materializes the O(T²) "
             "(B, N, T, S) score matrix, the fused one keeps O(T) memory"
           : "larger batches amortize launch overhead and use the device better: TFLOP/s rises with B until memory "
             "or compute is the bottleneck";
@@ -202,13 +218,14 @@ Outcome run_sweep(const SweepOptions& options) {
 Action attach_sweep(CLI::App& cmd) {
   auto f = std::make_shared<SweepOptions>();
   auto report = std::make_shared<ReportFlags>();
-  cmd.add_option("what", f->what, "seq: T = S over --values at B=4, N=8, H=64; batch: B over --values at T=256")
-      ->required()->check(CLI::IsMember({"seq", "batch"}));
-  add_case_flags(cmd, f->shape);
+  cmd.add_option("what", f->what, "seq: T = S over --values at B=4, N=8, H=64; batch: B over --values at T=256; "
+                                  "te: the codelab's TransformerEngine sweep, causal T = S over 128…2048")
+      ->required()->check(CLI::IsMember({"seq", "batch", "te"}));
+  add_case_flags(cmd, f->shape, /*fp8=*/true);
   CLI::Option* seq_option = cmd.get_option("--seq");
   const char* sweep = "Sweep";
   cmd.add_option("--values", f->values, "comma-separated values to sweep (default seq: 64,128,256,512,1024; "
-                                        "batch: 1,2,4,8,16)")->delimiter(',')->group(sweep);
+                                        "batch: 1,2,4,8,16; te: 128,256,512,1024,2048)")->delimiter(',')->group(sweep);
   add_timing_flags(cmd, f->plan, sweep);
   cmd.add_flag("--graph", f->graph, "also time CUDA-graph replays of each CUDA path (one more column each)")
       ->group(sweep);

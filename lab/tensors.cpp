@@ -1,8 +1,10 @@
 #include "tensors.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 
 #include <fmt/format.h>
@@ -72,6 +74,54 @@ float f16_to_f32(std::uint16_t h) {
   return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
+namespace {
+// An FP8 format as the encoder needs it: the mantissa bits, the exponent bias, the largest finite value and its
+// code, and the code of NaN (e4m3 has no infinities; e5m2's are never produced: quantization saturates).
+struct Fp8Format {
+  int mant_bits;
+  int bias;
+  double max_finite;
+  std::uint8_t max_code, nan_code;
+};
+constexpr Fp8Format kE4m3{3, 7, 448.0, 0x7e, 0x7f};
+constexpr Fp8Format kE5m2{2, 15, 57344.0, 0x7b, 0x7f};
+
+std::uint8_t encode_fp8(float x, const Fp8Format& f) {
+  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return f.nan_code;
+  const double a = std::fabs(double(x));
+  if (a >= f.max_finite) return sign | f.max_code;  // saturate, ±inf included
+  if (a == 0.0) return sign;
+  const int min_exp = 1 - f.bias;  // the smallest normal's exponent; subnormals share its spacing
+  const int e = std::max(std::ilogb(a), min_exp);
+  // a / step is exact (a power-of-two scaling of a float); nearbyint rounds ties to even in the default mode.
+  const double step = std::ldexp(1.0, e - f.mant_bits);
+  const double r = std::nearbyint(a / step) * step;
+  if (r > f.max_finite) return sign | f.max_code;
+  if (r == 0.0) return sign;
+  const int re = std::ilogb(r);  // the rounding may have carried into the next binade
+  if (re < min_exp) return sign | std::uint8_t(std::lround(r / std::ldexp(1.0, min_exp - f.mant_bits)));
+  const long mant = std::lround((r / std::ldexp(1.0, re) - 1.0) * double(1 << f.mant_bits));
+  return sign | std::uint8_t(((re + f.bias) << f.mant_bits) | int(mant));
+}
+}  // namespace
+
+std::uint8_t f32_to_e4m3(float x) { return encode_fp8(x, kE4m3); }
+std::uint8_t f32_to_e5m2(float x) { return encode_fp8(x, kE5m2); }
+
+float e4m3_to_f32(std::uint8_t b) {
+  const bool negative = (b & 0x80) != 0;
+  const int exp = (b >> 3) & 0xf, mant = b & 0x7;
+  if (exp == 0xf && mant == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  const float v = exp == 0 ? std::ldexp(float(mant), -9) : std::ldexp(float(8 + mant), exp - 10);
+  return negative ? -v : v;
+}
+
+// e5m2 is the upper byte of an f16 (same exponent, two of its mantissa bits).
+float e5m2_to_f32(std::uint8_t b) { return f16_to_f32(std::uint16_t(std::uint16_t(b) << 8)); }
+
+bool is_fp8(attnlab::DType dtype) { return dtype == attnlab::DType::e4m3 || dtype == attnlab::DType::e5m2; }
+
 std::vector<std::byte> encode(const std::vector<float>& values, attnlab::DType dtype) {
   std::vector<std::byte> out(values.size() * attnlab::size_of(dtype));
   switch (dtype) {
@@ -85,6 +135,13 @@ std::vector<std::byte> encode(const std::vector<float>& values, attnlab::DType d
         const std::uint16_t h = is_f16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
         std::memcpy(out.data() + 2 * i, &h, 2);
       }
+      break;
+    }
+    case attnlab::DType::e4m3:
+    case attnlab::DType::e5m2: {
+      const bool e4 = dtype == attnlab::DType::e4m3;
+      for (std::size_t i = 0; i < values.size(); ++i)
+        out[i] = std::byte(e4 ? f32_to_e4m3(values[i]) : f32_to_e5m2(values[i]));
       break;
     }
     default:
@@ -111,6 +168,15 @@ std::vector<float> decode(const void* bytes, std::int64_t count, attnlab::DType 
       }
       break;
     }
+    case attnlab::DType::e4m3:
+    case attnlab::DType::e5m2: {
+      const bool e4 = dtype == attnlab::DType::e4m3;
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        const auto b = std::uint8_t(p[i]);
+        out[i] = e4 ? e4m3_to_f32(b) : e5m2_to_f32(b);
+      }
+      break;
+    }
     default:
       throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
                            fmt::format("the lab cannot read {} tensors yet", attnlab::to_string(dtype)));
@@ -123,6 +189,10 @@ void round_to(std::vector<float>& values, attnlab::DType dtype) {
     for (float& x : values) x = f16_to_f32(f32_to_f16(x));
   else if (dtype == attnlab::DType::bf16)
     for (float& x : values) x = bf16_to_f32(f32_to_bf16(x));
+  else if (dtype == attnlab::DType::e4m3)
+    for (float& x : values) x = e4m3_to_f32(f32_to_e4m3(x));
+  else if (dtype == attnlab::DType::e5m2)
+    for (float& x : values) x = e5m2_to_f32(f32_to_e5m2(x));
 }
 
 // ---- random inputs ----------------------------------------------------------------------------------------------

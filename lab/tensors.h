@@ -24,8 +24,16 @@ std::uint16_t f32_to_f16(float x);
 float f16_to_f32(std::uint16_t h);
 std::uint16_t f32_to_bf16(float x);
 float bf16_to_f32(std::uint16_t h);
+// f32 <-> FP8 (docs/design.md §7): round to nearest even, subnormals kept, saturating (beyond the largest finite
+// value, and ±inf, become ±448 / ±57344; NaN stays NaN), as the library's quantize() rounds.
+std::uint8_t f32_to_e4m3(float x);
+float e4m3_to_f32(std::uint8_t b);
+std::uint8_t f32_to_e5m2(float x);
+float e5m2_to_f32(std::uint8_t b);
+bool is_fp8(attnlab::DType dtype);
 
-// Bytes of `values` in `dtype` (f32, f16 or bf16), densely packed.
+// Bytes of `values` in `dtype` (f32, f16, bf16, e4m3 or e5m2), densely packed; FP8 codes hold the values
+// themselves (a quantization scale of 1).
 std::vector<std::byte> encode(const std::vector<float>& values, attnlab::DType dtype);
 // The inverse of encode(): `count` elements of `dtype` read back as f32.
 std::vector<float> decode(const void* bytes, std::int64_t count, attnlab::DType dtype);

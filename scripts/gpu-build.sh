@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds attnlab for a GPU machine into one self-contained folder (default: build/gpu-dist):
-#   bin/attnlab, bin/launch_floor, bin/test_gpu, bin/test_gpu_flash, bin/test_gpu_embed, bin/gpu_teardown,
+#   bin/attnlab, bin/launch_floor, bin/test_gpu, bin/test_gpu_flash, bin/test_gpu_embed, bin/test_gpu_fp8, bin/test_gpu_fp8_recipe,
+#   bin/gpu_teardown,
 #   lib/libattnlab.so*, bench/ (peers.py, summary.py,
 #   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, flash_runs.py, workloads), run.sh, flash-check.sh
 #   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh)
@@ -23,8 +24,8 @@ rm -rf "$dist"
 mkdir -p "$dist/bin" "$dist/lib" "$dist/bench"
 cp -P "$build"/src/libattnlab.so* "$dist/lib/"
 cp "$build/lab/attnlab" "$build/lab/launch_floor" "$dist/bin/"
-cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$build/tests/test_gpu_embed" "$build/tests/gpu_teardown" \
-  "$dist/bin/"
+cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$build/tests/test_gpu_embed" \
+  "$build/tests/test_gpu_fp8" "$build/tests/test_gpu_fp8_recipe" "$build/tests/gpu_teardown" "$dist/bin/"
 cp "$root/scripts/gpu-run.sh" "$dist/run.sh"
 cp "$root/scripts/gpu-flash-check.sh" "$dist/flash-check.sh"
 cp "$root/scripts/gpu-flash-profile.sh" "$dist/flash-profile.sh"

@@ -33,6 +33,12 @@ if [[ "$mode" != "--bench-only" ]]; then
   # after calls (cudaMemGetInfo is device-wide, so another process allocating meanwhile would disturb it).
   "$dist/bin/test_gpu_embed" --gtest_brief=1 --gtest_output="json:$out/gpu-tests-test_gpu_embed.json" \
     > "$out/gpu-tests-test_gpu_embed.txt" 2>&1 || status=1
+  # The FP8 helpers (quantize, DelayedScaling) against their CPU side, bit for bit; short, so unsharded too.
+  "$dist/bin/test_gpu_fp8_recipe" --gtest_brief=1 --gtest_output="json:$out/gpu-tests-test_gpu_fp8_recipe.json" \
+    > "$out/gpu-tests-test_gpu_fp8_recipe.txt" 2>&1 || status=1
+  # cudnn's FP8 forward and backward against the CPU FP8 references (their fp64 references dominate the time).
+  "$dist/bin/test_gpu_fp8" --gtest_brief=1 --gtest_output="json:$out/gpu-tests-test_gpu_fp8.json" \
+    > "$out/gpu-tests-test_gpu_fp8.txt" 2>&1 || status=1
   cat "$out"/gpu-tests-*.txt > "$out/gpu-tests.txt"
   grep -E "^\[  FAILED  \]|Failure|error" "$out/gpu-tests.txt" | head -60
   python3 - "$out" <<'PY'

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "attnlab/attnlab.h"
 #include "harness.h"
@@ -34,20 +35,33 @@ constexpr std::size_t kForwardAbi1 = offsetof(attnlab_forward_args, options) + s
 constexpr std::size_t kBackwardAbi1 = offsetof(attnlab_backward_args, options) + sizeof(const attnlab_options*);
 static_assert(kForwardAbi1 % alignof(attnlab_forward_args) == 0 && kBackwardAbi1 % alignof(attnlab_backward_args) == 0,
               "a layout's size includes its tail padding");
+// ABI 2: up to and including workspace_bytes.
+constexpr std::size_t kForwardAbi2 = offsetof(attnlab_forward_args, workspace_bytes) + sizeof(size_t);
+constexpr std::size_t kBackwardAbi2 = offsetof(attnlab_backward_args, workspace_bytes) + sizeof(size_t);
+static_assert(kForwardAbi2 % alignof(attnlab_forward_args) == 0 && kBackwardAbi2 % alignof(attnlab_backward_args) == 0,
+              "a layout's size includes its tail padding");
 
-// One C call's structs: args.options points at `options`, options.path at `path`; a copy points at its own.
+// The FP8 scales struct of a C call's args.
+template <class CArgs>
+using CFp8Scales = std::conditional_t<std::is_same_v<CArgs, attnlab_forward_args>, attnlab_fp8_forward_scales,
+                                      attnlab_fp8_backward_scales>;
+
+// One C call's structs: args.options points at `options`, options.path at `path`, args.fp8 (when set) at `fp8`; a
+// copy points at its own.
 template <class CArgs>
 struct CCall {
   attnlab_options options;
   CArgs args;
   std::string path;
+  CFp8Scales<CArgs> fp8;
 
   CCall() = default;
   CCall(const CCall& other) { *this = other; }
   CCall& operator=(const CCall& other) {
-    options = other.options, args = other.args, path = other.path;
+    options = other.options, args = other.args, path = other.path, fp8 = other.fp8;
     if (other.args.options == &other.options) args.options = &options;
     if (other.options.path == other.path.c_str()) options.path = path.c_str();
+    if (other.args.fp8 == &other.fp8) args.fp8 = &fp8;
     return *this;
   }
 };
@@ -81,12 +95,35 @@ inline void workspace_to_c(const std::optional<attnlab::DeviceBuffer>& w, CArgs&
   c.workspace_bytes = w ? w->bytes : 0;
 }
 
+inline void fp8_to_c(const attnlab::Fp8ForwardScales& f, attnlab_fp8_forward_scales& c) {
+  EXPECT_EQ(attnlab_fp8_forward_scales_init(&c), ATTNLAB_OK) << attnlab_last_error();
+  c.descale_q = f.descale_q, c.descale_k = f.descale_k, c.descale_v = f.descale_v;
+  c.scale_s = f.scale_s, c.descale_s = f.descale_s, c.amax_s = f.amax_s, c.scale_o = f.scale_o, c.amax_o = f.amax_o;
+}
+
+inline void fp8_to_c(const attnlab::Fp8BackwardScales& f, attnlab_fp8_backward_scales& c) {
+  EXPECT_EQ(attnlab_fp8_backward_scales_init(&c), ATTNLAB_OK) << attnlab_last_error();
+  c.descale_q = f.descale_q, c.descale_k = f.descale_k, c.descale_v = f.descale_v, c.descale_o = f.descale_o;
+  c.descale_do = f.descale_do, c.scale_s = f.scale_s, c.descale_s = f.descale_s;
+  c.scale_dp = f.scale_dp, c.descale_dp = f.descale_dp;
+  c.scale_dq = f.scale_dq, c.scale_dk = f.scale_dk, c.scale_dv = f.scale_dv;
+  c.amax_dp = f.amax_dp, c.amax_dq = f.amax_dq, c.amax_dk = f.amax_dk, c.amax_dv = f.amax_dv;
+}
+
+template <class CArgs, class Scales>
+inline void fp8_to_c(const std::optional<Scales>& f, CCall<CArgs>& c) {
+  if (!f) return;
+  fp8_to_c(*f, c.fp8);
+  c.args.fp8 = &c.fp8;
+}
+
 inline CForward to_c(const attnlab::ForwardArgs& a) {
   CForward c;
   EXPECT_EQ(attnlab_forward_args_init(&c.args), ATTNLAB_OK) << attnlab_last_error();
   c.args.q = to_c(a.q), c.args.k = to_c(a.k), c.args.v = to_c(a.v), c.args.o = to_c(a.o), c.args.lse = to_c(a.lse);
   to_c(a.options, c);
   workspace_to_c(a.workspace, c.args);
+  fp8_to_c(a.fp8, c);
   return c;
 }
 
@@ -98,6 +135,7 @@ inline CBackward to_c(const attnlab::BackwardArgs& a) {
   c.args.dq = to_c(a.dq), c.args.dk = to_c(a.dk), c.args.dv = to_c(a.dv);
   to_c(a.options, c);
   workspace_to_c(a.workspace, c.args);
+  fp8_to_c(a.fp8, c);
   return c;
 }
 

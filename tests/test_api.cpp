@@ -167,6 +167,12 @@ TEST(Paths, WhyNot) {
   EXPECT_TRUE(t.o.same_bytes(before)) << "why_not must not run anything";
   // Unsupported: a reason, not an exception.
   a.q.dtype = a.k.dtype = a.v.dtype = a.o.dtype = DType::e4m3;
+  static float scales[6] = {1, 1, 1, 448, 1.0f / 448, 1};
+  attnlab::Fp8ForwardScales fp8;
+  fp8.descale_q = &scales[0], fp8.descale_k = &scales[1], fp8.descale_v = &scales[2];
+  fp8.scale_s = &scales[3], fp8.descale_s = &scales[4], fp8.scale_o = &scales[5];
+  a.fp8 = fp8;
+  a.options.bias = {};
   const auto why = attnlab::why_not("cpu-naive", a);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("cpu-naive"), std::string::npos) << *why;

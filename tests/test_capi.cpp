@@ -210,11 +210,19 @@ TEST_F(CApiCalls, StatusCodesAndLastError) {
   EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_NE(std::string(attnlab_last_error()).find("unknown path 'nope'"), std::string::npos) << attnlab_last_error();
 
+  // FP8 inputs: without scales a precondition fails; with scales (args.fp8) the CPU path refuses them.
   a = to_c(forward_args(c_, t_));
   a.args.q.dtype = a.args.k.dtype = a.args.v.dtype = a.args.o.dtype = ATTNLAB_E4M3;
   a.options.path = "cpu-flash";
+  EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("scales"));
+  const float one = 1.0f;
+  attnlab_fp8_forward_scales fp8;
+  ASSERT_EQ(attnlab_fp8_forward_scales_init(&fp8), ATTNLAB_OK);
+  fp8.descale_q = fp8.descale_k = fp8.descale_v = fp8.scale_s = fp8.descale_s = fp8.scale_o = &one;
+  a.args.fp8 = &fp8;
   EXPECT_EQ(run(a), ATTNLAB_UNSUPPORTED);
-  EXPECT_NE(std::string(attnlab_last_error()).find("cpu-flash"), std::string::npos) << attnlab_last_error();
+  EXPECT_TRUE(error_has("e4m3"));
 
   GradTensors g = make_grads(c_, rng_);
   CBackward b = to_c(backward_args(c_, t_, g));

@@ -1,6 +1,7 @@
 // The C ABI's versioned structs: struct_size set by the init functions (which write only the size they are given),
-// every known layout accepted with the fields it lacks at their defaults, a size of no known layout (0, larger than
-// the library's, anything else) refused with the reason, options NULL as the defaults, and the workspace fields.
+// every known layout accepted with the fields it lacks at their defaults (an ABI 2 caller gets no FP8 scales), a
+// size of no known layout (0, larger than the library's, anything else) refused with the reason, options NULL as the
+// defaults, the workspace fields, and the FP8 structs' versioning.
 #include "attnlab/attnlab.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +41,7 @@ struct InitBuffer {
 };
 
 TEST(CApiAbi, InitWritesOnlyTheGivenSize) {
-  for (std::size_t size : {kForwardAbi1, sizeof(attnlab_forward_args)}) {
+  for (std::size_t size : {kForwardAbi1, kForwardAbi2, sizeof(attnlab_forward_args)}) {
     InitBuffer buf;
     ASSERT_EQ(attnlab_forward_args_init_sized(buf.as<attnlab_forward_args>(), size), ATTNLAB_OK)
         << attnlab_last_error();
@@ -50,7 +51,7 @@ TEST(CApiAbi, InitWritesOnlyTheGivenSize) {
     EXPECT_EQ(a.options, nullptr);
     EXPECT_EQ(buf.written_past(size), sizeof buf.bytes) << "init of " << size << " bytes wrote past them";
   }
-  for (std::size_t size : {kBackwardAbi1, sizeof(attnlab_backward_args)}) {
+  for (std::size_t size : {kBackwardAbi1, kBackwardAbi2, sizeof(attnlab_backward_args)}) {
     InitBuffer buf;
     ASSERT_EQ(attnlab_backward_args_init_sized(buf.as<attnlab_backward_args>(), size), ATTNLAB_OK)
         << attnlab_last_error();
@@ -67,8 +68,8 @@ TEST(CApiAbi, InitWritesOnlyTheGivenSize) {
   EXPECT_NE(std::string(attnlab_last_error())
                 .find("attnlab_forward_args_init_sized: struct_size = " + std::to_string(kForwardAbi1 + 8) +
                       " is the size of no attnlab_forward_args layout this library knows (ABI 1: " +
-                      std::to_string(kForwardAbi1) + ", ABI 2: " + std::to_string(sizeof(attnlab_forward_args)) +
-                      ")"),
+                      std::to_string(kForwardAbi1) + ", ABI 2: " + std::to_string(kForwardAbi2) +
+                      ", ABI 3: " + std::to_string(sizeof(attnlab_forward_args)) + ")"),
             std::string::npos)
       << attnlab_last_error();
   EXPECT_EQ(buf.read<attnlab_forward_args>(sizeof(std::size_t)).struct_size, kForwardAbi1 + 8)
@@ -89,7 +90,7 @@ TEST(CApiAbi, InitWritesOnlyTheGivenSize) {
 
 TEST(CApiAbi, AbiVersion) {
   EXPECT_EQ(attnlab_abi_version(), ATTNLAB_ABI_VERSION);
-  EXPECT_GE(ATTNLAB_ABI_VERSION, 2);
+  EXPECT_GE(ATTNLAB_ABI_VERSION, 3);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -164,7 +165,8 @@ TEST_F(CApiAbiCalls, UnknownSmallerStructSizeRefused) {
     EXPECT_EQ(run(a), ATTNLAB_INVALID_ARGUMENT);
     EXPECT_TRUE(error_has("attnlab_forward_args.struct_size = " + std::to_string(size) +
                           " is the size of no attnlab_forward_args layout this library knows (ABI 1: " +
-                          std::to_string(kForwardAbi1) + ", ABI 2: " + std::to_string(sizeof(attnlab_forward_args)) +
+                          std::to_string(kForwardAbi1) + ", ABI 2: " + std::to_string(kForwardAbi2) + ", ABI 3: " +
+                          std::to_string(sizeof(attnlab_forward_args)) +
                           "): initialise the struct with attnlab_forward_args_init"));
   }
   a = to_c(forward_args(c_, t_));
@@ -210,6 +212,90 @@ TEST_F(CApiAbiCalls, OlderLayoutAcceptedWithDefaults) {
   older_b.struct_size = sizeof older_b;  // today's layout reads those fields
   EXPECT_EQ(run_backward(older_b), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_TRUE(error_has("workspace.data is null but workspace.bytes = 64"));
+}
+
+// An ABI 2 caller's args end after workspace_bytes: accepted with no FP8 scales, whatever lies past its struct.
+TEST_F(CApiAbiCalls, Abi2LayoutAcceptedWithoutFp8) {
+  CForward a = to_c(forward_args(c_, t_));
+  a.options.path = "cpu-naive";
+  ASSERT_EQ(run(a), ATTNLAB_OK) << attnlab_last_error();
+  const auto o_now = t_.o.snapshot();
+  t_.o.poison();
+  // Past layout 2: scales whose struct_size is unset; read, they would fail the call.
+  attnlab_fp8_forward_scales unset;
+  std::memset(&unset, 0, sizeof unset);
+  attnlab_forward_args abi2 = a.args;
+  abi2.struct_size = kForwardAbi2;
+  abi2.fp8 = &unset;
+  ASSERT_EQ(run(abi2), ATTNLAB_OK) << attnlab_last_error();
+  EXPECT_TRUE(t_.o.same_bytes(o_now)) << "the ABI 2 call differs from today's";
+  t_.o.poison();
+  std::vector<unsigned char> exact(kForwardAbi2);  // a read past layout 2 is a read past the allocation
+  std::memcpy(exact.data(), &abi2, kForwardAbi2);
+  ASSERT_EQ(attnlab_forward(cc_.ctx, reinterpret_cast<const attnlab_forward_args*>(exact.data()), nullptr, 0),
+            ATTNLAB_OK)
+      << attnlab_last_error();
+  EXPECT_TRUE(t_.o.same_bytes(o_now));
+  abi2.struct_size = sizeof abi2;  // today's layout reads the pointer
+  EXPECT_EQ(run(abi2), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("attnlab_forward: args->fp8: attnlab_fp8_forward_scales.struct_size was not set (it is 0): "
+                        "initialise the struct with attnlab_fp8_forward_scales_init"));
+
+  GradTensors g = make_grads(c_, rng_);
+  CBackward b = to_c(backward_args(c_, t_, g));
+  ASSERT_EQ(run_backward(b.args), ATTNLAB_OK) << attnlab_last_error();
+  const auto dq = g.dq.snapshot();
+  g.dq.poison();
+  attnlab_fp8_backward_scales unset_b;
+  std::memset(&unset_b, 0, sizeof unset_b);
+  attnlab_backward_args abi2_b = b.args;
+  abi2_b.struct_size = kBackwardAbi2;
+  abi2_b.fp8 = &unset_b;
+  ASSERT_EQ(run_backward(abi2_b), ATTNLAB_OK) << attnlab_last_error();
+  EXPECT_TRUE(g.dq.same_bytes(dq));
+  abi2_b.struct_size = sizeof abi2_b;
+  EXPECT_EQ(run_backward(abi2_b), ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_TRUE(error_has("attnlab_backward: args->fp8: attnlab_fp8_backward_scales.struct_size was not set"));
+}
+
+// The FP8 structs are versioned like the others: init writes exactly the size it is given, unknown sizes refused.
+TEST(CApiAbi, Fp8StructsVersioned) {
+  InitBuffer buf;
+  ASSERT_EQ(attnlab_fp8_forward_scales_init_sized(buf.as<attnlab_fp8_forward_scales>(),
+                                                  sizeof(attnlab_fp8_forward_scales)),
+            ATTNLAB_OK);
+  EXPECT_EQ(buf.written_past(sizeof(attnlab_fp8_forward_scales)), sizeof buf.bytes);
+  const auto f = buf.read<attnlab_fp8_forward_scales>(sizeof(attnlab_fp8_forward_scales));
+  EXPECT_EQ(f.struct_size, sizeof f);
+  EXPECT_TRUE(f.descale_q == nullptr && f.scale_s == nullptr && f.amax_o == nullptr);
+  InitBuffer bwd;
+  ASSERT_EQ(attnlab_fp8_backward_scales_init_sized(bwd.as<attnlab_fp8_backward_scales>(),
+                                                   sizeof(attnlab_fp8_backward_scales)),
+            ATTNLAB_OK);
+  EXPECT_EQ(bwd.written_past(sizeof(attnlab_fp8_backward_scales)), sizeof bwd.bytes);
+  InitBuffer rec;
+  ASSERT_EQ(attnlab_delayed_scaling_recipe_init_sized(rec.as<attnlab_delayed_scaling_recipe>(),
+                                                      sizeof(attnlab_delayed_scaling_recipe)),
+            ATTNLAB_OK);
+  EXPECT_EQ(rec.written_past(sizeof(attnlab_delayed_scaling_recipe)), sizeof rec.bytes);
+  const auto r = rec.read<attnlab_delayed_scaling_recipe>(sizeof(attnlab_delayed_scaling_recipe));
+  EXPECT_EQ(r.margin, 0);
+  EXPECT_EQ(r.format, ATTNLAB_FP8_FORMAT_HYBRID);
+  EXPECT_EQ(r.amax_history_len, 1024);
+  EXPECT_EQ(r.amax_compute_algo, ATTNLAB_AMAX_MAX);
+
+  InitBuffer bad;
+  EXPECT_EQ(attnlab_fp8_forward_scales_init_sized(bad.as<attnlab_fp8_forward_scales>(), 40),
+            ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attnlab_last_error())
+                .find("struct_size = 40 is the size of no attnlab_fp8_forward_scales layout this library knows "
+                      "(ABI 3: " + std::to_string(sizeof(attnlab_fp8_forward_scales)) + ")"),
+            std::string::npos)
+      << attnlab_last_error();
+  EXPECT_EQ(attnlab_delayed_scaling_recipe_init_sized(bad.as<attnlab_delayed_scaling_recipe>(), 64),
+            ATTNLAB_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(attnlab_last_error()).find("is larger than this library's"), std::string::npos)
+      << attnlab_last_error();
 }
 
 TEST_F(CApiAbiCalls, NullOptionsAreTheDefaults) {

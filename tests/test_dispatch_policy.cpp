@@ -75,6 +75,13 @@ TEST(DispatchPolicy, F32AndBackward) {
   EXPECT_EQ(order_for(gpu(Direction::backward, DType::f32, kSmall, 90)).front(), "cuda-naive");
 }
 
+TEST(DispatchPolicy, Fp8GoesToCudnnOnly) {
+  for (Direction dir : {Direction::forward, Direction::backward})
+    for (DType dtype : {DType::e4m3, DType::e5m2})
+      EXPECT_EQ(order_for(gpu(dir, dtype, kLarge, 90)), (std::vector<std::string>{"cudnn"}));
+  EXPECT_EQ(order_for(gpu(Direction::forward, DType::e4m3, kSmall, 90)), (std::vector<std::string>{"cudnn"}));
+}
+
 TEST(DispatchPolicy, EveryRowNamesKnownPathsAndCitesEvidence) {
   const std::set<std::string> known = {"cpu-naive", "cpu-flash", "cuda-naive", "cudnn", "flash"};
   std::set<std::string> built;

@@ -29,6 +29,7 @@
 
 #include "core/fp8.h"
 #include "reference.h"
+#include "fp8_bound.h"
 #include "reference_fp8.h"
 #include "test_support.h"
 
@@ -79,30 +80,11 @@ fp8ref::Problem make(Rng& rng, const Shape& sh, float scale_s, double q_magnitud
   return p;
 }
 
-// Per element of O: the bound of the header comment, from the fp64 Σ_j p_j |v_j| and the plain Σ_j |v_j|.
-std::vector<double> o_bound(const fp8ref::Problem& p) {
-  ref::Problem abs_v = fp8ref::decoded(p);
-  for (double& e : abs_v.v) e = std::fabs(e);
-  const std::vector<double> pv = ref::forward(abs_v).o;  // Σ_j p_j |v_j| (0 for rows without keys)
-  std::vector<double> bound(pv.size());
-  for (std::int64_t b = 0; b < p.B; ++b)
-    for (std::int64_t n = 0; n < p.N; ++n)
-      for (std::int64_t i = 0; i < p.T; ++i)
-        for (std::int64_t h = 0; h < p.Hv; ++h) {
-          double vsum = 0;
-          for (std::int64_t j = 0; j < p.S; ++j)
-            if (ref::visible(abs_v, b, n, i, j)) vsum += abs_v.vv(b, j, abs_v.kv_head(n), h);
-          const std::size_t e = std::size_t(((b * p.T + i) * p.N + n) * p.Hv + h);
-          bound[e] = (0x1p-4 + 0x1p-20) * pv[e] + 0x1p-10 / double(p.scale_s) * vsum;
-        }
-  return bound;
-}
-
 // O within the bound everywhere, and, with `min_ratio` > 0, the worst element at least that fraction of its bound.
 ::testing::AssertionResult o_within_bound(const fp8ref::Problem& p, const fp8ref::Forward& f, double min_ratio,
                                           double* worst = nullptr) {
   const std::vector<double> o64 = ref::forward(fp8ref::decoded(p)).o;
-  const std::vector<double> bound = o_bound(p);
+  const std::vector<double> bound = fp8ref::o_bound(p);
   double ratio = 0;
   for (std::size_t e = 0; e < o64.size(); ++e) {
     const double err = std::fabs(double(f.o[e]) - o64[e]);
@@ -175,13 +157,13 @@ void check_forward(const fp8ref::Problem& p, bool require_visible_error) {
   ASSERT_EQ(fo.o_fp8.size(), f.o.size());
   EXPECT_EQ(fo.o, f.o);
   EXPECT_EQ(fo.amax_o, f.amax_o);
-  const std::vector<double> bound = o_bound(p);
+  const std::vector<double> bound = fp8ref::o_bound(p);
   double largest = 0;
   for (std::size_t e = 0; e < f.o.size(); ++e) {
     ASSERT_EQ(fo.o_fp8[e], float_to_fp8(f.o[e] * *po.scale_o, Fp8Format::e4m3)) << "o_fp8[" << e << "]";
     const double dec = e4m3(fo.o_fp8[e]);
     largest = std::max(largest, std::fabs(dec));
-    const double own = std::max(0x1p-4 * std::fabs(f.o[e]), 0x1p-10 / double(*po.scale_o)) * (1 + 0x1p-20);
+    const double own = fp8ref::o_rounding_bound(f.o[e], double(*po.scale_o));
     EXPECT_LE(std::fabs(dec / double(*po.scale_o) - f64.o[e]), bound[e] + own) << "o_fp8[" << e << "]";
   }
   EXPECT_EQ(largest, 448.0);

@@ -352,6 +352,11 @@ TEST_F(ForwardValidation, ForcedPathCannotRunFp8) {
   }
   o8.poison();
   watch(o8, "o (fp8)");
+  // Host scales: valid arguments (only a GPU path would read them).
+  static float scales[8] = {1, 1, 1, 448, 1.0f / 448, 1, 0, 0};
+  attnlab::Fp8ForwardScales fp8;
+  fp8.descale_q = &scales[0], fp8.descale_k = &scales[1], fp8.descale_v = &scales[2];
+  fp8.scale_s = &scales[3], fp8.descale_s = &scales[4], fp8.scale_o = &scales[5];
   for (const std::string path : {"cpu-naive", "cpu-flash"})
     for (DType dt : {DType::e4m3, DType::e5m2})
       reject_forward(
@@ -360,6 +365,7 @@ TEST_F(ForwardValidation, ForcedPathCannotRunFp8) {
             a.q.dtype = a.k.dtype = a.v.dtype = a.o.dtype = dt;
             a.options.bias = {};
             a.options.path = path;
+            a.fp8 = fp8;
           },
           path + ": cannot run this forward call", ErrorCode::unsupported);
   reject_forward(
@@ -367,6 +373,7 @@ TEST_F(ForwardValidation, ForcedPathCannotRunFp8) {
         a.q = q8.view(), a.k = k8.view(), a.v = v8.view(), a.o = o8.view();
         a.options.bias = {};
         a.options.path = "cpu-flash";
+        a.fp8 = fp8;
       },
       "e4m3", ErrorCode::unsupported);
   if (!attnlab::build_info().cuda)
@@ -374,6 +381,7 @@ TEST_F(ForwardValidation, ForcedPathCannotRunFp8) {
         [&](ForwardArgs& a) {
           a.q = q8.view(), a.k = k8.view(), a.v = v8.view(), a.o = o8.view();
           a.options.bias = {};
+          a.fp8 = fp8;
         },
         "auto: no path in this build can run this forward call", ErrorCode::unsupported);
 }

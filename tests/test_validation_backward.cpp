@@ -31,7 +31,8 @@ TEST_F(BackwardValidation, BaselineIsValidationClean) {
   }
 }
 
-TEST_F(BackwardValidation, NeedsFloatInputs) {
+// FP8 backward calls carry their scales (the rules of an FP8 backward: test_fp8_validation.cpp).
+TEST_F(BackwardValidation, Fp8NeedsItsScales) {
   HostTensor q8(DType::e4m3, {2, 3, 4, 8}), k8(DType::e4m3, {2, 5, 2, 8}), v8(DType::e4m3, {2, 5, 2, 6}),
       o8(DType::e4m3, {2, 3, 4, 6}), do8(DType::e4m3, {2, 3, 4, 6}), dq8(DType::e4m3, {2, 3, 4, 8}),
       dk8(DType::e4m3, {2, 5, 2, 8}), dv8(DType::e4m3, {2, 5, 2, 6});
@@ -44,7 +45,7 @@ TEST_F(BackwardValidation, NeedsFloatInputs) {
           for (TensorView* t : {&a.q, &a.k, &a.v, &a.o, &a.d_o, &a.dq, &a.dk, &a.dv}) t->dtype = dt;
           a.options.bias = {};
         },
-        "backward needs f32, f16 or bf16 inputs, got " + std::string(dtype_name(dt)));
+        std::string(dtype_name(dt)) + " inputs need their scales: set BackwardArgs::fp8");
 }
 
 TEST_F(BackwardValidation, MissingLse) {

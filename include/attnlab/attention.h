@@ -201,6 +201,42 @@ struct DeviceBuffer {
   std::size_t bytes = 0;
 };
 
+// FP8 scaling of one call (docs/design.md §7). Each pointer is one f32 in the memory of the call's device, read
+// and written by the call's work on the context's stream only (never by the host during the call), so that a
+// recipe (attnlab::DelayedScaling in fp8.h) can update them on the stream between calls. "descale" multiplies a
+// stored FP8 value back to its real value (1 / the scale it was quantized with); "scale" multiplies a real value
+// before it is rounded to FP8; "amax" receives max |x| of a tensor before its quantization (overwritten, not
+// accumulated). An amax pointer left null is not written.
+struct Fp8ForwardScales {
+  const float* descale_q = nullptr;  // required: q, k, v are e4m3 (or e5m2)
+  const float* descale_k = nullptr;
+  const float* descale_v = nullptr;
+  const float* scale_s = nullptr;    // required: P is quantized to e4m3 as p · scale_s before P·V
+  const float* descale_s = nullptr;  // required: 1 / scale_s, applied after P·V
+  float* amax_s = nullptr;           // max p over visible (i, j)
+  const float* scale_o = nullptr;    // required when O is FP8: O = fp8(o · scale_o)
+  float* amax_o = nullptr;           // max |o|
+};
+
+struct Fp8BackwardScales {
+  const float* descale_q = nullptr;   // required, as in the forward call
+  const float* descale_k = nullptr;
+  const float* descale_v = nullptr;
+  const float* descale_o = nullptr;   // required: O as the forward call stored it (FP8)
+  const float* descale_do = nullptr;  // required: d_o is FP8 (e5m2 under the HYBRID format)
+  const float* scale_s = nullptr;     // required: the forward call's P scale (P is recomputed and quantized again)
+  const float* descale_s = nullptr;   // required: 1 / scale_s
+  const float* scale_dp = nullptr;    // required: dS = P ∘ (dO·Vᵀ − rowsum(dO ∘ O)) · scale is quantized with it
+  const float* descale_dp = nullptr;  // required: 1 / scale_dp
+  const float* scale_dq = nullptr;    // required when dq is FP8; likewise dk, dv
+  const float* scale_dk = nullptr;
+  const float* scale_dv = nullptr;
+  float* amax_dp = nullptr;           // max |dS|
+  float* amax_dq = nullptr;           // max |dq|, |dk|, |dv| before quantization
+  float* amax_dk = nullptr;
+  float* amax_dv = nullptr;
+};
+
 struct ForwardArgs {
   TensorView q, k, v;
   TensorView o;    // output, written only when the call succeeds
@@ -210,6 +246,8 @@ struct ForwardArgs {
   // path that needs more than it holds refuses the call, naming workspace_size()); when absent, the context's own
   // workspace serves, grown on the stream when a call needs more.
   std::optional<DeviceBuffer> workspace;
+  // Required iff q, k, v are FP8 (e4m3 / e5m2). O is then FP8 with scale_o, or bf16 / f16.
+  std::optional<Fp8ForwardScales> fp8;
 };
 
 struct BackwardArgs {
@@ -219,6 +257,8 @@ struct BackwardArgs {
   TensorView dq, dk, dv; // outputs, shapes and dtypes of q, k, v
   Options options;       // the forward call's options (bias gets no gradient)
   std::optional<DeviceBuffer> workspace;  // as in ForwardArgs
+  // Required iff q, k, v are FP8: o is the forward call's FP8 O, d_o FP8, dq / dk / dv FP8 or bf16 / f16.
+  std::optional<Fp8BackwardScales> fp8;
 };
 
 // What a call did.

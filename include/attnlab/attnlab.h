@@ -11,8 +11,19 @@
  *   if (attnlab_forward(ctx, &a, NULL, 0) != ATTNLAB_OK) fprintf(stderr, "%s\n", attnlab_last_error());
  *   attnlab_context_destroy(ctx);
  *
+ * FP8 (docs/design.md §7; the C++ API is attnlab/fp8.h): attnlab_quantize / attnlab_dequantize, and a
+ * TransformerEngine DelayedScaling recipe whose scales and amax histories live in device memory:
+ *
+ *   attnlab_delayed_scaling* recipe; attnlab_delayed_scaling_create(ctx, NULL, ATTNLAB_CUDA, 0, &recipe);
+ *   float *scale, *amax; attnlab_delayed_scaling_tensor(recipe, ATTNLAB_FP8_Q, &scale, NULL, &amax, NULL);
+ *   attnlab_quantize(ctx, &q_bf16, &q_fp8, scale, amax);                      likewise k and v
+ *   attnlab_fp8_forward_scales fs; attnlab_fp8_forward_scales_init(&fs);
+ *   attnlab_delayed_scaling_forward_scales(recipe, &fs); a.fp8 = &fs;
+ *   attnlab_forward(ctx, &a, NULL, 0); attnlab_delayed_scaling_update(ctx, recipe, ATTNLAB_FP8_FORWARD);
+ *
  * ABI compatibility. A program compiled against one attnlab.h keeps working with every later library:
- *   - The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args) begin with struct_size,
+ *   - The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args, attnlab_fp8_forward_scales,
+ *     attnlab_fp8_backward_scales, attnlab_delayed_scaling_recipe) begin with struct_size,
  *     which their init function sets to the struct's size as the caller's header declares it. Initialise them
  *     with the init functions, then set fields; never with = {0} or memset alone. From an FFI without the inline
  *     init functions, call attnlab_*_init_sized(&s, sizeof s) with the size of the caller's own declaration.
@@ -30,6 +41,9 @@
  *   ABI 1  attnlab_options: struct_size .. path [408];
  *          attnlab_forward_args, attnlab_backward_args: struct_size .. options [456, 808].
  *   ABI 2  attnlab_forward_args, attnlab_backward_args: + has_workspace, workspace, workspace_bytes [480, 832].
+ *   ABI 3  attnlab_forward_args, attnlab_backward_args: + fp8 [488, 840];
+ *          new: attnlab_fp8_forward_scales [72], attnlab_fp8_backward_scales [136],
+ *          attnlab_delayed_scaling_recipe [32].
  */
 #ifndef ATTNLAB_ATTNLAB_H
 #define ATTNLAB_ATTNLAB_H
@@ -86,7 +100,46 @@ typedef struct attnlab_tensor {
 
 /* The ABI of this header: the newest struct layouts it declares. attnlab_abi_version() says the library's; a
  * library serves every caller whose header's ABI version is at most its own. */
-#define ATTNLAB_ABI_VERSION 2
+#define ATTNLAB_ABI_VERSION 3
+
+/* FP8 scaling of one call (attention.h's Fp8ForwardScales / Fp8BackwardScales): each pointer is one float in the
+ * memory of the call's device, read and written by the call's work on the context's stream only. "descale" = 1 /
+ * the scale a stored FP8 tensor was quantized with; "scale" multiplies a value before it is rounded to FP8; "amax"
+ * receives max |x| before quantization (NULL: not written). Which are required: attention.h. Versioned: initialise
+ * with attnlab_fp8_forward_scales_init / attnlab_fp8_backward_scales_init. */
+typedef struct attnlab_fp8_forward_scales {
+  size_t struct_size; /* set by attnlab_fp8_forward_scales_init */
+  const float* descale_q;
+  const float* descale_k;
+  const float* descale_v;
+  const float* scale_s;   /* P is quantized to e4m3 as p · scale_s */
+  const float* descale_s; /* 1 / scale_s */
+  float* amax_s;
+  const float* scale_o;   /* when O is FP8 */
+  float* amax_o;
+  /* end of ABI 3 */
+} attnlab_fp8_forward_scales;
+
+typedef struct attnlab_fp8_backward_scales {
+  size_t struct_size; /* set by attnlab_fp8_backward_scales_init */
+  const float* descale_q;
+  const float* descale_k;
+  const float* descale_v;
+  const float* descale_o;
+  const float* descale_do;
+  const float* scale_s;
+  const float* descale_s;
+  const float* scale_dp;   /* dS is quantized with it */
+  const float* descale_dp;
+  const float* scale_dq;   /* when dq is FP8; likewise dk, dv */
+  const float* scale_dk;
+  const float* scale_dv;
+  float* amax_dp;
+  float* amax_dq;
+  float* amax_dk;
+  float* amax_dv;
+  /* end of ABI 3 */
+} attnlab_fp8_backward_scales;
 
 /* Everything of a call that is not one of its tensors. */
 typedef struct attnlab_options {
@@ -119,6 +172,9 @@ typedef struct attnlab_forward_args {
   void* workspace;
   size_t workspace_bytes;
   /* end of ABI 2 */
+  /* Required iff q, k, v are FP8 (NULL: none). Read during the call only; the floats it points at are the device's. */
+  const attnlab_fp8_forward_scales* fp8;
+  /* end of ABI 3 */
 } attnlab_forward_args;
 
 typedef struct attnlab_backward_args {
@@ -131,6 +187,8 @@ typedef struct attnlab_backward_args {
   void* workspace;
   size_t workspace_bytes;
   /* end of ABI 2 */
+  const attnlab_fp8_backward_scales* fp8; /* required iff q, k, v are FP8 (NULL: none) */
+  /* end of ABI 3 */
 } attnlab_backward_args;
 
 typedef struct attnlab_context attnlab_context;
@@ -154,6 +212,10 @@ ATTNLAB_C_API attnlab_tensor attnlab_tensor_contiguous(void* data, int32_t dtype
 ATTNLAB_C_API attnlab_status attnlab_options_init_sized(attnlab_options* options, size_t struct_size);
 ATTNLAB_C_API attnlab_status attnlab_forward_args_init_sized(attnlab_forward_args* args, size_t struct_size);
 ATTNLAB_C_API attnlab_status attnlab_backward_args_init_sized(attnlab_backward_args* args, size_t struct_size);
+ATTNLAB_C_API attnlab_status attnlab_fp8_forward_scales_init_sized(attnlab_fp8_forward_scales* scales,
+                                                                   size_t struct_size);
+ATTNLAB_C_API attnlab_status attnlab_fp8_backward_scales_init_sized(attnlab_fp8_backward_scales* scales,
+                                                                    size_t struct_size);
 
 /* The init functions: inline, so that struct_size is the size this header declares. */
 static inline attnlab_status attnlab_options_init(attnlab_options* options) {
@@ -164,6 +226,12 @@ static inline attnlab_status attnlab_forward_args_init(attnlab_forward_args* arg
 }
 static inline attnlab_status attnlab_backward_args_init(attnlab_backward_args* args) {
   return attnlab_backward_args_init_sized(args, sizeof *args);
+}
+static inline attnlab_status attnlab_fp8_forward_scales_init(attnlab_fp8_forward_scales* scales) {
+  return attnlab_fp8_forward_scales_init_sized(scales, sizeof *scales);
+}
+static inline attnlab_status attnlab_fp8_backward_scales_init(attnlab_fp8_backward_scales* scales) {
+  return attnlab_fp8_backward_scales_init_sized(scales, sizeof *scales);
 }
 
 /* The library's ABI version (ATTNLAB_ABI_VERSION as the library was built). */
@@ -183,6 +251,90 @@ ATTNLAB_C_API attnlab_status attnlab_forward_workspace_size(attnlab_context* ctx
                                                             size_t* bytes);
 ATTNLAB_C_API attnlab_status attnlab_backward_workspace_size(attnlab_context* ctx, const attnlab_backward_args* args,
                                                              size_t* bytes);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * FP8 (ABI 3)
+ * ------------------------------------------------------------------------------------------------------------- */
+/* out = fp8(in · *scale), round to nearest even, saturated to the format's largest finite value (NaN stays NaN);
+ * *amax = max |in| (NaN when in holds one) when amax is not NULL. in: f32, f16 or bf16; out: e4m3 or e5m2 of the
+ * same shape on the same device; rank 1..4, strides ≥ 0, last dimension contiguous. scale and amax are one float in
+ * that device's memory. On the GPU: one kernel on the context's stream, no allocation, no host wait. */
+ATTNLAB_C_API attnlab_status attnlab_quantize(attnlab_context* ctx, const attnlab_tensor* in, const attnlab_tensor* out,
+                                              const float* scale, float* amax);
+/* out = float(in) · *scale_inv, rounded to out's dtype (f32, f16 or bf16). */
+ATTNLAB_C_API attnlab_status attnlab_dequantize(attnlab_context* ctx, const attnlab_tensor* in,
+                                                const attnlab_tensor* out, const float* scale_inv);
+
+/* The values of attnlab::Fp8RecipeFormat, AmaxAlgorithm, Fp8Tensor and Fp8Pass. */
+typedef enum attnlab_fp8_recipe_format {
+  ATTNLAB_FP8_FORMAT_E4M3 = 0,  /* every tensor in e4m3 */
+  ATTNLAB_FP8_FORMAT_HYBRID = 1 /* e4m3 forward, e5m2 for the gradients */
+} attnlab_fp8_recipe_format;
+typedef enum attnlab_amax_algorithm { ATTNLAB_AMAX_MAX = 0, ATTNLAB_AMAX_MOST_RECENT = 1 } attnlab_amax_algorithm;
+typedef enum attnlab_fp8_tensor {
+  ATTNLAB_FP8_Q = 0,
+  ATTNLAB_FP8_K = 1,
+  ATTNLAB_FP8_V = 2,
+  ATTNLAB_FP8_S = 3, /* the softmax matrix P */
+  ATTNLAB_FP8_O = 4,
+  ATTNLAB_FP8_DO = 5,
+  ATTNLAB_FP8_DP = 6, /* the scores' gradient dS */
+  ATTNLAB_FP8_DQ = 7,
+  ATTNLAB_FP8_DK = 8,
+  ATTNLAB_FP8_DV = 9
+} attnlab_fp8_tensor;
+#define ATTNLAB_FP8_TENSOR_COUNT 10
+typedef enum attnlab_fp8_pass { ATTNLAB_FP8_FORWARD = 0, ATTNLAB_FP8_BACKWARD = 1 } attnlab_fp8_pass;
+
+/* TransformerEngine's DelayedScaling recipe (attnlab::DelayedScalingRecipe). Versioned: initialise with
+ * attnlab_delayed_scaling_recipe_init (margin 0, HYBRID, history 1024, "max"). */
+typedef struct attnlab_delayed_scaling_recipe {
+  size_t struct_size;        /* set by attnlab_delayed_scaling_recipe_init */
+  int32_t margin;            /* 0..32 */
+  int32_t format;            /* attnlab_fp8_recipe_format */
+  int64_t amax_history_len;  /* 1 .. 2^24 */
+  int32_t amax_compute_algo; /* attnlab_amax_algorithm */
+  /* end of ABI 3 */
+} attnlab_delayed_scaling_recipe;
+
+ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_recipe_init_sized(attnlab_delayed_scaling_recipe* recipe,
+                                                                       size_t struct_size);
+static inline attnlab_status attnlab_delayed_scaling_recipe_init(attnlab_delayed_scaling_recipe* recipe) {
+  return attnlab_delayed_scaling_recipe_init_sized(recipe, sizeof *recipe);
+}
+
+/* The state of one attention layer's recipe (attnlab::DelayedScaling): scale, scale_inv and amax history of each
+ * attnlab_fp8_tensor, in device memory (ATTNLAB_CUDA: one allocation, initialised on the context's stream) or host
+ * memory (ATTNLAB_CPU). recipe NULL: the defaults. */
+typedef struct attnlab_delayed_scaling attnlab_delayed_scaling;
+ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_create(attnlab_context* ctx,
+                                                            const attnlab_delayed_scaling_recipe* recipe,
+                                                            int32_t device, int32_t device_index,
+                                                            attnlab_delayed_scaling** out);
+/* Frees the state; the work on the stream that uses it must have finished. NULL is a no-op. */
+ATTNLAB_C_API void attnlab_delayed_scaling_destroy(attnlab_delayed_scaling* recipe);
+/* One recipe step of the pass's five tensors from the amax each wrote this step (attnlab/fp8.h says how): one kernel
+ * on the context's stream, nothing allocated or waited for. */
+ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_update(attnlab_context* ctx, attnlab_delayed_scaling* recipe,
+                                                            int32_t pass);
+/* One tensor's pointers into the state (each output may be NULL): scale, scale_inv, and amax, the staging slot that
+ * quantize and attention calls write and update consumes; dtype: the attnlab_dtype the recipe quantizes it to. */
+ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_tensor(const attnlab_delayed_scaling* recipe, int32_t tensor,
+                                                            float** scale, float** scale_inv, float** amax,
+                                                            int32_t* dtype);
+/* The scales of a forward / backward call, written into the caller's initialised struct (its struct_size's fields).
+ * In training, update the forward pass after the backward call, which reads the forward tensors' descales. */
+ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_forward_scales(const attnlab_delayed_scaling* recipe,
+                                                                    attnlab_fp8_forward_scales* out);
+ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_backward_scales(const attnlab_delayed_scaling* recipe,
+                                                                     attnlab_fp8_backward_scales* out);
+/* A host copy of one tensor's state once the context's stream has run what was enqueued (ATTNLAB_CUDA: a copy on the
+ * stream, then a wait for that stream). Each output may be NULL. amax_history receives amax_history_len floats in
+ * time order, oldest first: the last L − 1 updates' amaxes, then the staging slot (0 right after an update); its
+ * capacity history_capacity must be at least the recipe's amax_history_len. */
+ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_read(attnlab_context* ctx, const attnlab_delayed_scaling* recipe,
+                                                          int32_t tensor, float* scale, float* scale_inv,
+                                                          float* amax_history, size_t history_capacity);
 
 /* Paths compiled in: count, and each one's name, device and availability (reason when unavailable). */
 ATTNLAB_C_API int32_t attnlab_path_count(void);

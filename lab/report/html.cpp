@@ -38,7 +38,7 @@ std::string num(const std::optional<double>& v, const char* format) {
 // The dimension an experiment sweeps: named sweeps by name, otherwise the only shape key that varies (S is
 // folded into T when it always equals T, as in a self-attention sequence sweep). Empty: not a sweep.
 std::string swept_dimension(const std::string& experiment, const std::vector<const Row*>& rows) {
-  if (experiment == "sweep-seq") return "T";
+  if (experiment == "sweep-seq" || experiment == "sweep-te") return "T";
   if (experiment == "sweep-batch") return "B";
   // heads varies K, but MHA/GQA/MQA are three cases to compare side by side, not a scale: bars, not lines.
   if (experiment == "heads") return "";

@@ -1,4 +1,5 @@
-// The C ABI (attnlab.h): plain structs in, attnlab::forward / backward / list_paths behind, status codes out.
+// The C ABI (attnlab.h): plain structs in, attnlab::forward / backward / list_paths and the FP8 helpers (fp8.h)
+// behind, status codes out.
 //
 // No exception crosses this boundary: every entry point runs its body inside guarded(), which maps
 // attnlab::Error to its code, std::bad_alloc to ATTNLAB_OUT_OF_MEMORY and anything else to ATTNLAB_INTERNAL, and
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "attnlab/attention.h"
+#include "attnlab/fp8.h"
 #include "attnlab/version.h"
 #include "capi/convert.h"
 #include "core/error.h"
@@ -38,13 +40,33 @@ ATTNLAB_SAME_VALUE(ATTNLAB_CPU, attnlab::Device::cpu);
 ATTNLAB_SAME_VALUE(ATTNLAB_CUDA, attnlab::Device::cuda);
 ATTNLAB_SAME_VALUE(ATTNLAB_TOP_LEFT, attnlab::MaskAlign::top_left);
 ATTNLAB_SAME_VALUE(ATTNLAB_BOTTOM_RIGHT, attnlab::MaskAlign::bottom_right);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_FORMAT_E4M3, attnlab::Fp8RecipeFormat::e4m3);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_FORMAT_HYBRID, attnlab::Fp8RecipeFormat::hybrid);
+ATTNLAB_SAME_VALUE(ATTNLAB_AMAX_MAX, attnlab::AmaxAlgorithm::max);
+ATTNLAB_SAME_VALUE(ATTNLAB_AMAX_MOST_RECENT, attnlab::AmaxAlgorithm::most_recent);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_Q, attnlab::Fp8Tensor::q);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_K, attnlab::Fp8Tensor::k);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_V, attnlab::Fp8Tensor::v);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_S, attnlab::Fp8Tensor::s);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_O, attnlab::Fp8Tensor::o);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_DO, attnlab::Fp8Tensor::d_o);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_DP, attnlab::Fp8Tensor::d_p);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_DQ, attnlab::Fp8Tensor::dq);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_DK, attnlab::Fp8Tensor::dk);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_DV, attnlab::Fp8Tensor::dv);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_TENSOR_COUNT, attnlab::kFp8TensorCount);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_FORWARD, attnlab::Fp8Pass::forward);
+ATTNLAB_SAME_VALUE(ATTNLAB_FP8_BACKWARD, attnlab::Fp8Pass::backward);
 #undef ATTNLAB_SAME_VALUE
 static_assert(sizeof(attnlab_tensor{}.shape) / sizeof(int64_t) == attnlab::kMaxRank, "attnlab_tensor.shape size");
 static_assert(sizeof(attnlab_tensor{}.strides) / sizeof(int64_t) == attnlab::kMaxRank, "attnlab_tensor.strides size");
 
-// The opaque handle: a C++ context.
+// The opaque handles: a C++ context, a C++ recipe.
 struct attnlab_context {
   attnlab::Context cxx;
+};
+struct attnlab_delayed_scaling {
+  attnlab::DelayedScaling cxx;
 };
 
 namespace {
@@ -180,6 +202,19 @@ attnlab_status attnlab_backward_args_init_sized(attnlab_backward_args* args, siz
   return guarded([&] { attnlab::capi::init_sized(args, struct_size, "attnlab_backward_args_init_sized: "); });
 }
 
+attnlab_status attnlab_fp8_forward_scales_init_sized(attnlab_fp8_forward_scales* scales, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(scales, struct_size, "attnlab_fp8_forward_scales_init_sized: "); });
+}
+
+attnlab_status attnlab_fp8_backward_scales_init_sized(attnlab_fp8_backward_scales* scales, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(scales, struct_size, "attnlab_fp8_backward_scales_init_sized: "); });
+}
+
+attnlab_status attnlab_delayed_scaling_recipe_init_sized(attnlab_delayed_scaling_recipe* recipe, size_t struct_size) {
+  return guarded(
+      [&] { attnlab::capi::init_sized(recipe, struct_size, "attnlab_delayed_scaling_recipe_init_sized: "); });
+}
+
 int32_t attnlab_abi_version(void) { return ATTNLAB_ABI_VERSION; }
 
 attnlab_status attnlab_forward(attnlab_context* ctx, const attnlab_forward_args* args, char* path_ran,
@@ -223,6 +258,105 @@ attnlab_status attnlab_backward_workspace_size(attnlab_context* ctx, const attnl
     if (bytes == nullptr) null_argument("attnlab_backward_workspace_size", "bytes");
     const attnlab::BackwardArgs cxx_args = attnlab::capi::to_cxx(args, "attnlab_backward_workspace_size");
     *bytes = attnlab::workspace_size(ctx->cxx, cxx_args);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// FP8
+// ---------------------------------------------------------------------------------------------------------------
+attnlab_status attnlab_quantize(attnlab_context* ctx, const attnlab_tensor* in, const attnlab_tensor* out,
+                                const float* scale, float* amax) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_quantize", "ctx");
+    if (in == nullptr) null_argument("attnlab_quantize", "in");
+    if (out == nullptr) null_argument("attnlab_quantize", "out");
+    attnlab::quantize(ctx->cxx, attnlab::capi::to_cxx(*in, "in"), attnlab::capi::to_cxx(*out, "out"), scale, amax);
+  });
+}
+
+attnlab_status attnlab_dequantize(attnlab_context* ctx, const attnlab_tensor* in, const attnlab_tensor* out,
+                                  const float* scale_inv) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_dequantize", "ctx");
+    if (in == nullptr) null_argument("attnlab_dequantize", "in");
+    if (out == nullptr) null_argument("attnlab_dequantize", "out");
+    attnlab::dequantize(ctx->cxx, attnlab::capi::to_cxx(*in, "in"), attnlab::capi::to_cxx(*out, "out"), scale_inv);
+  });
+}
+
+attnlab_status attnlab_delayed_scaling_create(attnlab_context* ctx, const attnlab_delayed_scaling_recipe* recipe,
+                                              int32_t device, int32_t device_index, attnlab_delayed_scaling** out) {
+  return guarded([&] {
+    const char* f = "attnlab_delayed_scaling_create";
+    if (out == nullptr) null_argument(f, "out");
+    *out = nullptr;
+    if (ctx == nullptr) null_argument(f, "ctx");
+    const attnlab::DelayedScalingRecipe r = attnlab::capi::to_cxx(recipe, std::string(f) + ": ");
+    const attnlab::Device d = attnlab::capi::to_device(device, std::string(f) + ": device");
+    *out = new attnlab_delayed_scaling{attnlab::DelayedScaling(ctx->cxx, r, d, device_index)};
+  });
+}
+
+void attnlab_delayed_scaling_destroy(attnlab_delayed_scaling* recipe) {
+  guarded([&] { delete recipe; });  // ~DelayedScaling never throws; nothing may escape regardless
+}
+
+attnlab_status attnlab_delayed_scaling_update(attnlab_context* ctx, attnlab_delayed_scaling* recipe, int32_t pass) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_delayed_scaling_update", "ctx");
+    if (recipe == nullptr) null_argument("attnlab_delayed_scaling_update", "recipe");
+    recipe->cxx.update(ctx->cxx, attnlab::capi::to_fp8_pass(pass, "attnlab_delayed_scaling_update: "));
+  });
+}
+
+attnlab_status attnlab_delayed_scaling_tensor(const attnlab_delayed_scaling* recipe, int32_t tensor, float** scale,
+                                              float** scale_inv, float** amax, int32_t* dtype) {
+  return guarded([&] {
+    if (recipe == nullptr) null_argument("attnlab_delayed_scaling_tensor", "recipe");
+    const attnlab::Fp8Tensor t = attnlab::capi::to_fp8_tensor(tensor, "attnlab_delayed_scaling_tensor: ");
+    const attnlab::Fp8TensorScaling s = recipe->cxx.tensor(t);
+    if (scale != nullptr) *scale = s.scale;
+    if (scale_inv != nullptr) *scale_inv = s.scale_inv;
+    if (amax != nullptr) *amax = s.amax;
+    if (dtype != nullptr) *dtype = static_cast<int32_t>(recipe->cxx.dtype(t));
+  });
+}
+
+attnlab_status attnlab_delayed_scaling_forward_scales(const attnlab_delayed_scaling* recipe,
+                                                      attnlab_fp8_forward_scales* out) {
+  return guarded([&] {
+    if (recipe == nullptr) null_argument("attnlab_delayed_scaling_forward_scales", "recipe");
+    attnlab::capi::write_prefix(attnlab::capi::to_c(recipe->cxx.forward_scales()), out,
+                                "attnlab_delayed_scaling_forward_scales: ");
+  });
+}
+
+attnlab_status attnlab_delayed_scaling_backward_scales(const attnlab_delayed_scaling* recipe,
+                                                       attnlab_fp8_backward_scales* out) {
+  return guarded([&] {
+    if (recipe == nullptr) null_argument("attnlab_delayed_scaling_backward_scales", "recipe");
+    attnlab::capi::write_prefix(attnlab::capi::to_c(recipe->cxx.backward_scales()), out,
+                                "attnlab_delayed_scaling_backward_scales: ");
+  });
+}
+
+attnlab_status attnlab_delayed_scaling_read(attnlab_context* ctx, const attnlab_delayed_scaling* recipe,
+                                            int32_t tensor, float* scale, float* scale_inv, float* amax_history,
+                                            size_t history_capacity) {
+  return guarded([&] {
+    const char* f = "attnlab_delayed_scaling_read";
+    if (ctx == nullptr) null_argument(f, "ctx");
+    if (recipe == nullptr) null_argument(f, "recipe");
+    const attnlab::Fp8Tensor t = attnlab::capi::to_fp8_tensor(tensor, std::string(f) + ": ");
+    const std::size_t len = recipe->cxx.recipe().amax_history_len;
+    // Checked before the read, so that a refused call has not waited for the stream.
+    if (amax_history != nullptr && history_capacity < len)
+      attnlab::core::invalid("{}: history_capacity {} is below the recipe's amax_history_len {}", f, history_capacity,
+                             len);
+    const attnlab::Fp8TensorState state = recipe->cxx.read(ctx->cxx, t);
+    if (scale != nullptr) *scale = state.scale;
+    if (scale_inv != nullptr) *scale_inv = state.scale_inv;
+    if (amax_history != nullptr) std::memcpy(amax_history, state.amax_history.data(), len * sizeof(float));
   });
 }
 

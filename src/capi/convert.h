@@ -4,8 +4,9 @@
 // the field it came from ("options.bias.dtype: 9 is not an attnlab_dtype ..."). Everything else (shapes, strides,
 // pointers, dtype combinations) is left to the core's validation, which checks C and C++ callers alike.
 //
-// The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args) arrive with the struct_size
-// the caller compiled them with. Layouts<S> is the one table of the sizes this library accepts; accept() copies the
+// The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args, attnlab_fp8_forward_scales,
+// attnlab_fp8_backward_scales, attnlab_delayed_scaling_recipe) arrive with the struct_size the caller compiled them
+// with. Layouts<S> is the one table of the sizes this library accepts; accept() copies the
 // caller's prefix into a default-initialised current struct, so the fields an older caller lacks get their defaults.
 #pragma once
 
@@ -20,6 +21,7 @@
 
 #include "attnlab/attention.h"
 #include "attnlab/attnlab.h"
+#include "attnlab/fp8.h"
 #include "core/error.h"
 
 namespace attnlab::capi {
@@ -57,18 +59,44 @@ template <>
 struct Layouts<attnlab_forward_args> {
   static constexpr const char* name = "attnlab_forward_args";
   static constexpr const char* init = "attnlab_forward_args_init";
-  static constexpr std::array<Layout, 2> known{{
+  static constexpr std::array<Layout, 3> known{{
       {1, ATTNLAB_LAYOUT_END(attnlab_forward_args, options)},
       {2, ATTNLAB_LAYOUT_END(attnlab_forward_args, workspace_bytes)},
+      {3, ATTNLAB_LAYOUT_END(attnlab_forward_args, fp8)},
   }};
 };
 template <>
 struct Layouts<attnlab_backward_args> {
   static constexpr const char* name = "attnlab_backward_args";
   static constexpr const char* init = "attnlab_backward_args_init";
-  static constexpr std::array<Layout, 2> known{{
+  static constexpr std::array<Layout, 3> known{{
       {1, ATTNLAB_LAYOUT_END(attnlab_backward_args, options)},
       {2, ATTNLAB_LAYOUT_END(attnlab_backward_args, workspace_bytes)},
+      {3, ATTNLAB_LAYOUT_END(attnlab_backward_args, fp8)},
+  }};
+};
+template <>
+struct Layouts<attnlab_fp8_forward_scales> {
+  static constexpr const char* name = "attnlab_fp8_forward_scales";
+  static constexpr const char* init = "attnlab_fp8_forward_scales_init";
+  static constexpr std::array<Layout, 1> known{{
+      {3, ATTNLAB_LAYOUT_END(attnlab_fp8_forward_scales, amax_o)},
+  }};
+};
+template <>
+struct Layouts<attnlab_fp8_backward_scales> {
+  static constexpr const char* name = "attnlab_fp8_backward_scales";
+  static constexpr const char* init = "attnlab_fp8_backward_scales_init";
+  static constexpr std::array<Layout, 1> known{{
+      {3, ATTNLAB_LAYOUT_END(attnlab_fp8_backward_scales, amax_dv)},
+  }};
+};
+template <>
+struct Layouts<attnlab_delayed_scaling_recipe> {
+  static constexpr const char* name = "attnlab_delayed_scaling_recipe";
+  static constexpr const char* init = "attnlab_delayed_scaling_recipe_init";
+  static constexpr std::array<Layout, 1> known{{
+      {3, ATTNLAB_LAYOUT_END(attnlab_delayed_scaling_recipe, amax_compute_algo)},
   }};
 };
 #undef ATTNLAB_LAYOUT_END
@@ -76,7 +104,7 @@ struct Layouts<attnlab_backward_args> {
 template <class S>
 constexpr bool layouts_grow() {
   const auto& known = Layouts<S>::known;
-  if (known.front().abi < 1 || known.back().abi > ATTNLAB_ABI_VERSION) return false;
+  if (known.front().abi < 1 || known.back().abi > ATTNLAB_ABI_VERSION) return false;  // a new struct starts later
   if (known.front().size < sizeof(std::size_t)) return false;
   for (std::size_t i = 1; i < known.size(); ++i)
     if (known[i].abi <= known[i - 1].abi || known[i].size <= known[i - 1].size) return false;
@@ -93,9 +121,15 @@ constexpr bool layouts_grow() {
 ATTNLAB_CHECK_LAYOUTS(attnlab_options);
 ATTNLAB_CHECK_LAYOUTS(attnlab_forward_args);
 ATTNLAB_CHECK_LAYOUTS(attnlab_backward_args);
+ATTNLAB_CHECK_LAYOUTS(attnlab_fp8_forward_scales);
+ATTNLAB_CHECK_LAYOUTS(attnlab_fp8_backward_scales);
+ATTNLAB_CHECK_LAYOUTS(attnlab_delayed_scaling_recipe);
 #undef ATTNLAB_CHECK_LAYOUTS
 static_assert(std::max({Layouts<attnlab_options>::known.back().abi, Layouts<attnlab_forward_args>::known.back().abi,
-                        Layouts<attnlab_backward_args>::known.back().abi}) == ATTNLAB_ABI_VERSION,
+                        Layouts<attnlab_backward_args>::known.back().abi,
+                        Layouts<attnlab_fp8_forward_scales>::known.back().abi,
+                        Layouts<attnlab_fp8_backward_scales>::known.back().abi,
+                        Layouts<attnlab_delayed_scaling_recipe>::known.back().abi}) == ATTNLAB_ABI_VERSION,
               "ATTNLAB_ABI_VERSION must be the version of the newest layout");
 #if defined(__x86_64__)
 // Released layouts are frozen: a field inserted into or changed inside one changes its size here.
@@ -104,6 +138,11 @@ static_assert(Layouts<attnlab_forward_args>::known[0].size == 456, "attnlab_forw
 static_assert(Layouts<attnlab_forward_args>::known[1].size == 480, "attnlab_forward_args' ABI 2 layout changed");
 static_assert(Layouts<attnlab_backward_args>::known[0].size == 808, "attnlab_backward_args' ABI 1 layout changed");
 static_assert(Layouts<attnlab_backward_args>::known[1].size == 832, "attnlab_backward_args' ABI 2 layout changed");
+static_assert(Layouts<attnlab_forward_args>::known[2].size == 488, "attnlab_forward_args' ABI 3 layout changed");
+static_assert(Layouts<attnlab_backward_args>::known[2].size == 840, "attnlab_backward_args' ABI 3 layout changed");
+static_assert(Layouts<attnlab_fp8_forward_scales>::known[0].size == 72, "attnlab_fp8_forward_scales' ABI 3 layout");
+static_assert(Layouts<attnlab_fp8_backward_scales>::known[0].size == 136, "attnlab_fp8_backward_scales' ABI 3 layout");
+static_assert(Layouts<attnlab_delayed_scaling_recipe>::known[0].size == 32, "attnlab_delayed_scaling_recipe's ABI 3");
 #endif
 
 template <class S>
@@ -157,11 +196,25 @@ inline attnlab_options default_options() {
   return o;
 }
 
-// The current struct with every field at its default (tensors absent, options NULL, no workspace).
+// The defaults of attnlab::DelayedScalingRecipe, as C fields.
+inline attnlab_delayed_scaling_recipe default_recipe() {
+  const DelayedScalingRecipe d;
+  attnlab_delayed_scaling_recipe r{};
+  r.struct_size = sizeof(attnlab_delayed_scaling_recipe);
+  r.margin = d.margin;
+  r.format = static_cast<std::int32_t>(d.format);
+  r.amax_history_len = static_cast<std::int64_t>(d.amax_history_len);
+  r.amax_compute_algo = static_cast<std::int32_t>(d.amax_compute_algo);
+  return r;
+}
+
+// The current struct with every field at its default (tensors absent, pointers NULL, no workspace).
 template <class S>
 S defaults() {
   if constexpr (std::is_same_v<S, attnlab_options>) {
     return default_options();
+  } else if constexpr (std::is_same_v<S, attnlab_delayed_scaling_recipe>) {
+    return default_recipe();
   } else {
     S s{};
     s.struct_size = sizeof(S);
@@ -261,6 +314,95 @@ inline std::optional<DeviceBuffer> workspace_to_cxx(std::int32_t has_workspace, 
   return DeviceBuffer{data, bytes};
 }
 
+// `given` NULL: no FP8 scales. Every field is a pointer the call checks (attention.h says which are required).
+inline std::optional<Fp8ForwardScales> to_cxx(const attnlab_fp8_forward_scales* given, const std::string& where) {
+  if (given == nullptr) return std::nullopt;
+  const attnlab_fp8_forward_scales f = accept(given, where + "args->fp8: ");
+  Fp8ForwardScales out;
+  out.descale_q = f.descale_q, out.descale_k = f.descale_k, out.descale_v = f.descale_v;
+  out.scale_s = f.scale_s, out.descale_s = f.descale_s, out.amax_s = f.amax_s;
+  out.scale_o = f.scale_o, out.amax_o = f.amax_o;
+  return out;
+}
+
+inline std::optional<Fp8BackwardScales> to_cxx(const attnlab_fp8_backward_scales* given, const std::string& where) {
+  if (given == nullptr) return std::nullopt;
+  const attnlab_fp8_backward_scales f = accept(given, where + "args->fp8: ");
+  Fp8BackwardScales out;
+  out.descale_q = f.descale_q, out.descale_k = f.descale_k, out.descale_v = f.descale_v;
+  out.descale_o = f.descale_o, out.descale_do = f.descale_do;
+  out.scale_s = f.scale_s, out.descale_s = f.descale_s;
+  out.scale_dp = f.scale_dp, out.descale_dp = f.descale_dp;
+  out.scale_dq = f.scale_dq, out.scale_dk = f.scale_dk, out.scale_dv = f.scale_dv;
+  out.amax_dp = f.amax_dp, out.amax_dq = f.amax_dq, out.amax_dk = f.amax_dk, out.amax_dv = f.amax_dv;
+  return out;
+}
+
+// The C++ scales into a caller's struct: only the fields of its layout (struct_size) are written.
+template <class S>
+void write_prefix(const S& current, S* out, const std::string& where) {
+  if (out == nullptr) core::invalid("{}out is NULL", where);
+  std::size_t size = 0;
+  std::memcpy(&size, static_cast<const void*>(out), sizeof size);
+  check_struct_size<S>(size, where, false);
+  std::memcpy(static_cast<void*>(out), static_cast<const void*>(&current), size);
+  std::memcpy(static_cast<void*>(out), &size, sizeof size);  // the caller's layout stays the caller's
+}
+
+inline attnlab_fp8_forward_scales to_c(const Fp8ForwardScales& f) {
+  attnlab_fp8_forward_scales out = defaults<attnlab_fp8_forward_scales>();
+  out.descale_q = f.descale_q, out.descale_k = f.descale_k, out.descale_v = f.descale_v;
+  out.scale_s = f.scale_s, out.descale_s = f.descale_s, out.amax_s = f.amax_s;
+  out.scale_o = f.scale_o, out.amax_o = f.amax_o;
+  return out;
+}
+
+inline attnlab_fp8_backward_scales to_c(const Fp8BackwardScales& f) {
+  attnlab_fp8_backward_scales out = defaults<attnlab_fp8_backward_scales>();
+  out.descale_q = f.descale_q, out.descale_k = f.descale_k, out.descale_v = f.descale_v;
+  out.descale_o = f.descale_o, out.descale_do = f.descale_do;
+  out.scale_s = f.scale_s, out.descale_s = f.descale_s;
+  out.scale_dp = f.scale_dp, out.descale_dp = f.descale_dp;
+  out.scale_dq = f.scale_dq, out.scale_dk = f.scale_dk, out.scale_dv = f.scale_dv;
+  out.amax_dp = f.amax_dp, out.amax_dq = f.amax_dq, out.amax_dk = f.amax_dk, out.amax_dv = f.amax_dv;
+  return out;
+}
+
+// `given` NULL: the defaults. Enum values are range-checked here; the numbers by the recipe itself.
+inline DelayedScalingRecipe to_cxx(const attnlab_delayed_scaling_recipe* given, const std::string& where) {
+  const attnlab_delayed_scaling_recipe r = given == nullptr ? default_recipe() : accept(given, where + "recipe: ");
+  if (r.format != ATTNLAB_FP8_FORMAT_E4M3 && r.format != ATTNLAB_FP8_FORMAT_HYBRID)
+    core::invalid("{}recipe->format: {} is not an attnlab_fp8_recipe_format (ATTNLAB_FP8_FORMAT_E4M3 = {}, "
+                  "ATTNLAB_FP8_FORMAT_HYBRID = {})",
+                  where, r.format, int(ATTNLAB_FP8_FORMAT_E4M3), int(ATTNLAB_FP8_FORMAT_HYBRID));
+  if (r.amax_compute_algo != ATTNLAB_AMAX_MAX && r.amax_compute_algo != ATTNLAB_AMAX_MOST_RECENT)
+    core::invalid("{}recipe->amax_compute_algo: {} is not an attnlab_amax_algorithm (ATTNLAB_AMAX_MAX = {}, "
+                  "ATTNLAB_AMAX_MOST_RECENT = {})",
+                  where, r.amax_compute_algo, int(ATTNLAB_AMAX_MAX), int(ATTNLAB_AMAX_MOST_RECENT));
+  if (r.amax_history_len < 1)
+    core::invalid("{}recipe->amax_history_len must be ≥ 1, got {}", where, r.amax_history_len);
+  DelayedScalingRecipe out;
+  out.margin = r.margin;
+  out.format = static_cast<Fp8RecipeFormat>(r.format);
+  out.amax_history_len = static_cast<std::size_t>(r.amax_history_len);
+  out.amax_compute_algo = static_cast<AmaxAlgorithm>(r.amax_compute_algo);
+  return out;
+}
+
+inline Fp8Tensor to_fp8_tensor(std::int32_t value, const std::string& where) {
+  if (value < ATTNLAB_FP8_Q || value > ATTNLAB_FP8_DV)
+    core::invalid("{}tensor: {} is not an attnlab_fp8_tensor (ATTNLAB_FP8_Q = {} .. ATTNLAB_FP8_DV = {})", where,
+                  value, int(ATTNLAB_FP8_Q), int(ATTNLAB_FP8_DV));
+  return static_cast<Fp8Tensor>(value);
+}
+
+inline Fp8Pass to_fp8_pass(std::int32_t value, const std::string& where) {
+  if (value != ATTNLAB_FP8_FORWARD && value != ATTNLAB_FP8_BACKWARD)
+    core::invalid("{}pass: {} is not an attnlab_fp8_pass (ATTNLAB_FP8_FORWARD = {}, ATTNLAB_FP8_BACKWARD = {})",
+                  where, value, int(ATTNLAB_FP8_FORWARD), int(ATTNLAB_FP8_BACKWARD));
+  return static_cast<Fp8Pass>(value);
+}
+
 // `function` names the entry point in messages ("attnlab_forward").
 inline ForwardArgs to_cxx(const attnlab_forward_args* given, const char* function) {
   const std::string where = std::string(function) + ": ";
@@ -273,6 +415,7 @@ inline ForwardArgs to_cxx(const attnlab_forward_args* given, const char* functio
   out.lse = to_cxx(a.lse, "lse");
   out.options = to_cxx(a.options, where);
   out.workspace = workspace_to_cxx(a.has_workspace, a.workspace, a.workspace_bytes);
+  out.fp8 = to_cxx(a.fp8, where);
   return out;
 }
 
@@ -291,6 +434,7 @@ inline BackwardArgs to_cxx(const attnlab_backward_args* given, const char* funct
   out.dv = to_cxx(a.dv, "dv");
   out.options = to_cxx(a.options, where);
   out.workspace = workspace_to_cxx(a.has_workspace, a.workspace, a.workspace_bytes);
+  out.fp8 = to_cxx(a.fp8, where);
   return out;
 }
 

@@ -17,15 +17,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "attnlab/fp8.h"
 #include "core/fp8.h"
 
 namespace attnlab::core {
 
-enum class AmaxAlgorithm : std::uint8_t { max, most_recent };
-
-// Which FP8 format each tensor uses: e4m3 everywhere, or HYBRID: e4m3 for the forward pass (q, k, v, s, o) and
-// e5m2 for gradients (dO, dS), whose range matters more than their precision.
-enum class Fp8RecipeFormat : std::uint8_t { e4m3, hybrid };
+// The public enums (attnlab/fp8.h), so that the recipe's options reach this reference unconverted. The format says
+// which FP8 format each tensor uses: e4m3 everywhere, or HYBRID: e4m3 for the forward pass (q, k, v, s, o) and e5m2
+// for gradients (dO, dS), whose range matters more than their precision.
+using attnlab::AmaxAlgorithm;
+using attnlab::Fp8RecipeFormat;
 enum class Fp8Role : std::uint8_t { forward, backward };
 
 // TransformerEngine has two implementations of the update that differ in corner cases; both are reproduced.

@@ -45,9 +45,14 @@ const PolicyRow kRows[] = {
      [](const CallTraits& t) { return t.direction == Direction::backward && half(t.dtype); },
      {"cudnn", "cuda-naive"},
      "H200: cudnn backward 430–548 TFLOP/s at T = 16k (docs/design.md §5); flash has no backward"},
-    {"anything else (GPU backward f32, FP8 inputs)", [](const CallTraits&) { return true; },
+    {"GPU, FP8 inputs (e4m3 / e5m2)",
+     [](const CallTraits& t) { return t.dtype == DType::e4m3 || t.dtype == DType::e5m2; },
+     {"cudnn"},
+     "cudnn is the only path with FP8 attention (cuDNN's FP8 SDPA, cc ≥ 9.0; docs/design.md §7); the other paths "
+     "refuse FP8 inputs by their rules"},
+    {"anything else (GPU backward f32)", [](const CallTraits&) { return true; },
      {"cuda-naive", "cudnn", "flash"},
-     "cuda-naive is the only GPU path with an f32 backward; FP8 is refused by every path's rules"},
+     "cuda-naive is the only GPU path with an f32 backward"},
 };
 
 }  // namespace

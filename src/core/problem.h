@@ -25,7 +25,7 @@ enum class Direction : std::uint8_t { forward, backward };
 struct Problem {
   Direction direction = Direction::forward;
   Dims dims;
-  DType dtype = DType::f32;  // dtype of q, k, v (and o, d_o, dq, dk, dv)
+  DType dtype = DType::f32;  // dtype of q, k, v (and of o, d_o, dq, dk, dv unless FP8: see their views)
   Device device = Device::cpu;
   int device_index = 0;
 
@@ -40,10 +40,14 @@ struct Problem {
 
   // Scratch memory the caller lent to this call (validated: 256-byte aligned), or nullopt: the context's serves.
   std::optional<DeviceBuffer> workspace;
+  // FP8 calls only (dtype e4m3 / e5m2): the call's scales, validated to hold every pointer the call needs.
+  std::optional<Fp8ForwardScales> fp8_forward;
+  std::optional<Fp8BackwardScales> fp8_backward;
   // The tuning of the call's context (Tuning::from_environment() for a context-free why_not); never null once
   // dispatch hands the problem to a path.
   const Tuning* tuning = nullptr;
 
+  bool fp8() const { return dtype == DType::e4m3 || dtype == DType::e5m2; }
   bool has_lse() const { return !lse.empty(); }
   bool has_seqlens() const { return !q_seqlens.empty() || !kv_seqlens.empty(); }
   // Length of batch b's queries / keys (T / S without per-batch lengths). Host seqlens only.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/validate_fp8.h"
 
 namespace attnlab::core {
 namespace {
@@ -166,7 +167,6 @@ Problem check_common(const TensorView& q, const TensorView& k, const TensorView&
   if (k.dtype != q.dtype || v.dtype != q.dtype)
     invalid("q, k and v must share one dtype, got {}, {}, {}", to_string(q.dtype), to_string(k.dtype),
             to_string(v.dtype));
-  if (o.dtype != q.dtype) invalid("o must have the inputs' dtype {}, got {}", to_string(q.dtype), to_string(o.dtype));
 
   Dims& d = p.dims;
   d.B = q.shape[0];
@@ -246,12 +246,13 @@ ByteRange check_lse(const char* name, const TensorView& lse, const Problem& p) {
   return r;
 }
 
-void check_like(const char* name, const TensorView& t, const TensorView& like, const char* like_name) {
+void check_like(const char* name, const TensorView& t, const TensorView& like, const char* like_name,
+                bool same_dtype = true) {
   for (int dim = 0; dim < 4; ++dim)
     if (t.shape[dim] != like.shape[dim])
       invalid("{} must have the shape of {} ({}, {}, {}, {}), got ({}, {}, {}, {})", name, like_name, like.shape[0],
               like.shape[1], like.shape[2], like.shape[3], t.shape[0], t.shape[1], t.shape[2], t.shape[3]);
-  if (t.dtype != like.dtype)
+  if (same_dtype && t.dtype != like.dtype)
     invalid("{} must have the dtype of {} ({}), got {}", name, like_name, to_string(like.dtype), to_string(t.dtype));
 }
 
@@ -271,6 +272,10 @@ Problem validate(const ForwardArgs& a) {
   RangeList inputs;
   Problem p = check_common(a.q, a.k, a.v, a.o, a.options, inputs);
   p.direction = Direction::forward;
+  if (is_fp8_dtype(p.dtype) || a.fp8)
+    check_fp8_forward(a, p);
+  else if (a.o.dtype != p.dtype)
+    invalid("o must have the inputs' dtype {}, got {}", to_string(p.dtype), to_string(a.o.dtype));
   RangeList outputs = {{"o", check_tensor("o", a.o, 4, "(B, T, N, Hv)"), a.o.device}};
   check_no_self_overlap("o", a.o);
   if (!a.lse.empty()) {
@@ -287,11 +292,13 @@ Problem validate(const BackwardArgs& a) {
   RangeList inputs;
   Problem p = check_common(a.q, a.k, a.v, a.o, a.options, inputs);
   p.direction = Direction::backward;
-  if (!is_float_dtype(p.dtype)) invalid("backward needs f32, f16 or bf16 inputs, got {}", to_string(p.dtype));
+  const bool fp8 = is_fp8_dtype(p.dtype) || a.fp8;
+  if (!fp8 && a.o.dtype != p.dtype)
+    invalid("o must have the inputs' dtype {}, got {}", to_string(p.dtype), to_string(a.o.dtype));
   inputs.push_back({"o", check_tensor("o", a.o, 4, "(B, T, N, Hv)"), a.o.device});
   inputs.push_back({"d_o", check_tensor("d_o", a.d_o, 4, "(B, T, N, Hv)"), a.d_o.device});
   check_same_place("d_o", a.d_o, a.q);
-  check_like("d_o", a.d_o, a.o, "o");
+  check_like("d_o", a.d_o, a.o, "o", !fp8);
   if (a.lse.empty()) invalid("backward needs the forward call's lse (B, N, T)");
   inputs.push_back({"lse", check_lse("lse", a.lse, p), a.lse.device});
 
@@ -302,9 +309,10 @@ Problem validate(const BackwardArgs& a) {
     const auto [name, grad] = grads[i];
     outputs.push_back({name, check_tensor(name, *grad, 4, "(like its input)"), grad->device});
     check_same_place(name, *grad, a.q);
-    check_like(name, *grad, *likes[i].second, likes[i].first);
+    check_like(name, *grad, *likes[i].second, likes[i].first, !fp8);
     check_no_self_overlap(name, *grad);
   }
+  if (fp8) check_fp8_backward(a, p);
   check_no_aliasing(inputs, outputs);
   p.lse = a.lse;
   p.d_o = a.d_o;

@@ -2,7 +2,7 @@
 // cudnn_frontend.h; the rest of the path talks to it through cudnn_graphs.h.
 //
 // A forward graph is sdpa(Q, K, V) → O (+ Stats); a backward graph is sdpa_backward(Q, K, V, O, dO, Stats) →
-// dQ, dK, dV. Both take the same options: attention scale, bias, padding mask with per-batch lengths, diagonal
+// dQ, dK, dV. FP8 graphs are their sdpa_fp8 counterparts, with per-tensor scales in and amaxes out. Both take the same options: attention scale, bias, padding mask with per-batch lengths, diagonal
 // band (causal / sliding window, top-left or bottom-right), and optionally tanh soft-capping as a score modifier.
 #include "cuda/cudnn/cudnn_graphs.h"
 
@@ -33,15 +33,27 @@ namespace {
 constexpr std::int64_t kUidBase = 1 << 20;
 std::int64_t uid_of(int slot) { return kUidBase + std::int64_t(slot); }
 
+bool is_fp8(DType d) { return d == DType::e4m3 || d == DType::e5m2; }
+
 // Whether the graph of `s` has a tensor in `slot` that the caller provides.
 bool provides(const GraphSpec& s, int slot) {
   const bool forward = s.direction == core::Direction::forward;
+  const bool fp8 = s.fp8();
   switch (slot) {
     case Slot::q: case Slot::k: case Slot::v: case Slot::o: return true;
     case Slot::stats: return forward ? s.stats : true;
     case Slot::bias: return s.bias;
     case Slot::seq_len_q: case Slot::seq_len_kv: return s.padding;
-    default: return !forward;  // d_o, dq, dk, dv
+    case Slot::d_o: case Slot::dq: case Slot::dk: case Slot::dv: return !forward;
+    case Slot::descale_q: case Slot::descale_k: case Slot::descale_v: case Slot::descale_s: case Slot::scale_s:
+      return fp8;
+    case Slot::amax_s: case Slot::amax_o: return fp8 && forward;
+    case Slot::scale_o: return fp8 && forward && is_fp8(s.o_dtype);
+    case Slot::descale_o: case Slot::descale_do: case Slot::descale_dp: case Slot::scale_dp: case Slot::amax_dp:
+    case Slot::amax_dq: case Slot::amax_dk: case Slot::amax_dv:
+      return fp8 && !forward;
+    case Slot::scale_dq: case Slot::scale_dk: case Slot::scale_dv: return fp8 && !forward && is_fp8(s.grad_dtype);
+    default: return false;
   }
 }
 
@@ -49,6 +61,8 @@ fe::DataType_t fe_type(DType dtype) {
   switch (dtype) {
     case DType::f16: return fe::DataType_t::HALF;
     case DType::bf16: return fe::DataType_t::BFLOAT16;
+    case DType::e4m3: return fe::DataType_t::FP8_E4M3;
+    case DType::e5m2: return fe::DataType_t::FP8_E5M2;
     default: return fe::DataType_t::FLOAT;
   }
 }
@@ -164,6 +178,76 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const GraphSpec& s) {
   return g;
 }
 
+// A per-tensor scale or amax: one f32, cuDNN's (1, 1, 1, 1).
+TensorPtr scalar_input(fe::graph::Graph& g, const char* name, int slot) {
+  return input(g, name, slot, {1, 1, 1, 1}, {1, 1, 1, 1}, fe::DataType_t::FLOAT);
+}
+void mark_scalar_output(const TensorPtr& t, int slot) {
+  mark_output(t, slot, {1, 1, 1, 1}, {1, 1, 1, 1}, fe::DataType_t::FLOAT);
+}
+// The scale of an output: the caller's for an FP8 output, the constant 1 for a bf16/f16 one (nothing to scale).
+TensorPtr output_scale(fe::graph::Graph& g, DType output, const char* name, int slot) {
+  return is_fp8(output) ? scalar_input(g, name, slot) : g.tensor(1.0f);
+}
+
+// sdpa_fp8(Q, K, V, descales, scale_s, scale_o) → O, Stats, Amax_S, Amax_O (docs/design.md §7).
+std::shared_ptr<fe::graph::Graph> forward_fp8_graph(const GraphSpec& s, fe::AttentionImplementation_t implementation) {
+  auto g = new_graph(s);
+  const QKV in = qkv_inputs(*g, s);
+  auto descale_q = scalar_input(*g, "descale_q", Slot::descale_q);
+  auto descale_k = scalar_input(*g, "descale_k", Slot::descale_k);
+  auto descale_v = scalar_input(*g, "descale_v", Slot::descale_v);
+  auto descale_s = scalar_input(*g, "descale_s", Slot::descale_s);
+  auto scale_s = scalar_input(*g, "scale_s", Slot::scale_s);
+  auto scale_o = output_scale(*g, s.o_dtype, "scale_o", Slot::scale_o);
+  auto attributes = fe::graph::SDPA_fp8_attributes().set_name("attnlab_sdpa_fp8").set_generate_stats(s.stats);
+  set_options(attributes, *g, s);
+  attributes.set_implementation(implementation);
+  auto [o, stats, amax_s, amax_o] = g->sdpa_fp8(in.q, in.k, in.v, descale_q, descale_k, descale_v, descale_s,
+                                                scale_s, scale_o, std::move(attributes));
+  mark_output(o, Slot::o, {s.B, s.N, s.T, s.Hv}, vec(s.o), fe_type(s.o_dtype));
+  if (s.stats) mark_output(stats, Slot::stats, stats_dims(s), stats_strides(s), fe::DataType_t::FLOAT);
+  mark_scalar_output(amax_s, Slot::amax_s);
+  mark_scalar_output(amax_o, Slot::amax_o);
+  return g;
+}
+
+// sdpa_fp8_backward(Q, K, V, O, dO, Stats, descales, scales) → dQ, dK, dV and their amaxes, Amax_dP.
+std::shared_ptr<fe::graph::Graph> backward_fp8_graph(const GraphSpec& s) {
+  auto g = new_graph(s);
+  const QKV in = qkv_inputs(*g, s);
+  auto o = input(*g, "O", Slot::o, {s.B, s.N, s.T, s.Hv}, vec(s.o), fe_type(s.o_dtype));
+  auto d_o = input(*g, "dO", Slot::d_o, {s.B, s.N, s.T, s.Hv}, vec(s.d_o), fe_type(s.d_o_dtype));
+  auto stats = input(*g, "Stats", Slot::stats, stats_dims(s), stats_strides(s), fe::DataType_t::FLOAT);
+  auto descale_q = scalar_input(*g, "descale_q", Slot::descale_q);
+  auto descale_k = scalar_input(*g, "descale_k", Slot::descale_k);
+  auto descale_v = scalar_input(*g, "descale_v", Slot::descale_v);
+  auto descale_o = scalar_input(*g, "descale_o", Slot::descale_o);
+  auto descale_do = scalar_input(*g, "descale_do", Slot::descale_do);
+  auto descale_s = scalar_input(*g, "descale_s", Slot::descale_s);
+  auto descale_dp = scalar_input(*g, "descale_dp", Slot::descale_dp);
+  auto scale_s = scalar_input(*g, "scale_s", Slot::scale_s);
+  auto scale_dp = scalar_input(*g, "scale_dp", Slot::scale_dp);
+  auto scale_dq = output_scale(*g, s.grad_dtype, "scale_dq", Slot::scale_dq);
+  auto scale_dk = output_scale(*g, s.grad_dtype, "scale_dk", Slot::scale_dk);
+  auto scale_dv = output_scale(*g, s.grad_dtype, "scale_dv", Slot::scale_dv);
+  auto attributes = fe::graph::SDPA_fp8_backward_attributes().set_name("attnlab_sdpa_fp8_backward");
+  set_options(attributes, *g, s);
+  auto [dq, dk, dv, amax_dq, amax_dk, amax_dv, amax_dp] =
+      g->sdpa_fp8_backward(in.q, in.k, in.v, o, d_o, stats, descale_q, descale_k, descale_v, descale_o, descale_do,
+                           descale_s, descale_dp, scale_s, scale_dq, scale_dk, scale_dv, scale_dp,
+                           std::move(attributes));
+  const auto grad = fe_type(s.grad_dtype);
+  mark_output(dq, Slot::dq, {s.B, s.N, s.T, s.Hqk}, vec(s.dq), grad);
+  mark_output(dk, Slot::dk, {s.B, s.K, s.S, s.Hqk}, vec(s.dk), grad);
+  mark_output(dv, Slot::dv, {s.B, s.K, s.S, s.Hv}, vec(s.dv), grad);
+  mark_scalar_output(amax_dq, Slot::amax_dq);
+  mark_scalar_output(amax_dk, Slot::amax_dk);
+  mark_scalar_output(amax_dv, Slot::amax_dv);
+  mark_scalar_output(amax_dp, Slot::amax_dp);
+  return g;
+}
+
 // Failures of the machinery rather than of the case: not a reason to call the case unsupported.
 bool is_device_failure(fe::error_code_t code) {
   return code == fe::error_code_t::CUDA_API_FAILED || code == fe::error_code_t::HANDLE_ERROR ||
@@ -174,7 +258,9 @@ bool is_device_failure(fe::error_code_t code) {
 BuildResult try_build(cudnnHandle_t handle, const GraphSpec& s, fe::AttentionImplementation_t implementation) {
   BuildResult result;
   try {
-    auto g = s.direction == core::Direction::forward ? forward_graph(s, implementation) : backward_graph(s);
+    const bool forward = s.direction == core::Direction::forward;
+    auto g = s.fp8() ? (forward ? forward_fp8_graph(s, implementation) : backward_fp8_graph(s))
+                     : (forward ? forward_graph(s, implementation) : backward_graph(s));
     // validate → operation graph → heuristics (mode A, then the fallback list) → first plan cuDNN supports.
     auto status = g->build(handle, {fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK});
     std::int64_t bytes = 0;
@@ -261,6 +347,7 @@ GraphSpec::Key GraphSpec::key() const {
   if (bias) put(std::int64_t(bias_dtype)), put(bias_b), put(bias_n), put4(bias_strides);
   put(padding), put(bottom_right), put(left_bound), put(right_bound);
   put(float_bits(scale)), put(float_bits(softcap));
+  if (fp8()) put(std::int64_t(o_dtype)), put(std::int64_t(d_o_dtype)), put(std::int64_t(grad_dtype));
   return key;  // 60 words at most; unused words stay 0
 }
 

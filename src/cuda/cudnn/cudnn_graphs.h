@@ -44,6 +44,13 @@ struct GraphSpec {
   std::int64_t right_bound = -1;
   float scale = 1.0f;
   float softcap = 0.0f;  // > 0: tanh soft-capping as a cuDNN score modifier (forward and backward)
+  // FP8 graphs (dtype e4m3 / e5m2, cuDNN's sdpa_fp8 nodes): the dtypes of O (written forward, read backward), of dO
+  // and of the gradients, which may differ from the inputs'. Per-tensor scales are (1, 1, 1, 1) f32 device
+  // tensors; a scale of a bf16/f16 output is the constant 1. Every amax is an output.
+  DType o_dtype = DType::bf16;
+  DType d_o_dtype = DType::bf16;
+  DType grad_dtype = DType::bf16;
+  bool fp8() const { return dtype == DType::e4m3 || dtype == DType::e5m2; }
 
   static constexpr int kKeyWords = 64;
   using Key = std::array<std::int64_t, kKeyWords>;
@@ -56,7 +63,13 @@ struct KeyHash {
 
 // Tensor slots of a graph's variant pack (scoped names, plain int values to index Pointers).
 struct Slot {
-  enum : int { q = 0, k, v, o, stats, bias, seq_len_q, seq_len_kv, d_o, dq, dk, dv, count };
+  enum : int {
+    q = 0, k, v, o, stats, bias, seq_len_q, seq_len_kv, d_o, dq, dk, dv,
+    // FP8 scales and amaxes
+    descale_q, descale_k, descale_v, descale_o, descale_do, descale_s, scale_s, descale_dp, scale_dp,
+    scale_o, scale_dq, scale_dk, scale_dv, amax_s, amax_o, amax_dp, amax_dq, amax_dk, amax_dv,
+    count
+  };
 };
 using Pointers = std::array<void*, Slot::count>;
 

@@ -71,7 +71,7 @@ std::optional<std::string> library_unavailable() {
 
 Runtime runtime_for(int device) {
   const DeviceProperties& props = device_properties(device);
-  return {runtime_version(), props.cc_major * 10 + props.cc_minor};
+  return {runtime_version(), props.cc_major * 10 + props.cc_minor, props.sm_count};
 }
 
 struct Cudnn {
@@ -211,8 +211,11 @@ struct State : PathState {
 
 // Where each piece of a call's scratch lies (byte offsets into one block).
 struct Layout {
-  std::size_t graph = 0, lengths = 0, stats = 0, total = 0;
+  std::size_t graph = 0, lengths = 0, stats = 0, amax = 0, total = 0;
 };
+
+// FP8 graphs write every amax; those the caller did not ask for land in the scratch (4 floats).
+constexpr std::size_t kAmaxSlots = 4;
 
 Layout layout_of(const core::Problem& p, const Plan& plan, const Entry& entry) {
   const auto& d = p.dims;
@@ -221,6 +224,7 @@ Layout layout_of(const core::Problem& p, const Plan& plan, const Entry& entry) {
   l.graph = carve.add(entry.workspace);
   l.lengths = plan.user_lengths || plan.full_lengths ? carve.add(std::size_t(2 * d.B), sizeof(std::int32_t)) : 0;
   l.stats = plan.stats_in_workspace ? carve.add(std::size_t(d.B * d.N * d.T), sizeof(float)) : 0;
+  l.amax = p.fp8() ? carve.add(kAmaxSlots, sizeof(float)) : 0;
   l.total = carve.size();
   return l;
 }
@@ -271,6 +275,29 @@ void place_lengths(const core::Problem& p, const Plan& plan, cudaStream_t stream
                     p.dims.S, /*fill_missing=*/!(q_host || kv_host), dst, stream);
 }
 
+// The FP8 graphs' scale inputs and amax outputs. An amax the caller left null goes to its own scratch float.
+void place_fp8_scales(const core::Problem& p, float* scratch_amax, Pointers& ptr) {
+  auto in = [](const float* f) { return const_cast<float*>(f); };  // cuDNN's variant pack takes void*
+  int spare = 0;
+  auto out = [&](float* f) { return f != nullptr ? f : scratch_amax + spare++; };
+  if (p.direction == core::Direction::forward) {
+    const Fp8ForwardScales& s = *p.fp8_forward;
+    ptr[Slot::descale_q] = in(s.descale_q), ptr[Slot::descale_k] = in(s.descale_k);
+    ptr[Slot::descale_v] = in(s.descale_v), ptr[Slot::descale_s] = in(s.descale_s);
+    ptr[Slot::scale_s] = in(s.scale_s), ptr[Slot::scale_o] = in(s.scale_o);
+    ptr[Slot::amax_s] = out(s.amax_s), ptr[Slot::amax_o] = out(s.amax_o);
+    return;
+  }
+  const Fp8BackwardScales& s = *p.fp8_backward;
+  ptr[Slot::descale_q] = in(s.descale_q), ptr[Slot::descale_k] = in(s.descale_k);
+  ptr[Slot::descale_v] = in(s.descale_v), ptr[Slot::descale_o] = in(s.descale_o);
+  ptr[Slot::descale_do] = in(s.descale_do), ptr[Slot::descale_s] = in(s.descale_s);
+  ptr[Slot::scale_s] = in(s.scale_s), ptr[Slot::descale_dp] = in(s.descale_dp), ptr[Slot::scale_dp] = in(s.scale_dp);
+  ptr[Slot::scale_dq] = in(s.scale_dq), ptr[Slot::scale_dk] = in(s.scale_dk), ptr[Slot::scale_dv] = in(s.scale_dv);
+  ptr[Slot::amax_dp] = out(s.amax_dp), ptr[Slot::amax_dq] = out(s.amax_dq);
+  ptr[Slot::amax_dk] = out(s.amax_dk), ptr[Slot::amax_dv] = out(s.amax_dv);
+}
+
 RowTensor row_tensor(const TensorView& t) {
   return {t.data, {t.strides[0], t.strides[1], t.strides[2], t.strides[3]}};
 }
@@ -307,6 +334,8 @@ void run_call(const core::Problem& p, const Plan& plan, const Entry& entry, cons
       prepare_backward_stats(static_cast<const float*>(p.lse.data), strides, d.B, d.N, d.T, ws_stats, stream);
     }
   }
+
+  if (p.fp8()) place_fp8_scales(p, reinterpret_cast<float*>(base + layout.amax), ptr);
 
   void* graph_workspace = entry.workspace > 0 ? base + layout.graph : nullptr;
   if (auto error = execute(*entry.graph, h, ptr, graph_workspace))
@@ -346,7 +375,7 @@ class CudnnPath final : public core::Path {
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
     return "cuDNN fused attention via cudnn-frontend graphs (cached per shape); bf16/f16, fwd+bwd, causal/window/"
-           "lengths/bias, GQA/MQA; cc ≥ 8.0";
+           "lengths/bias, GQA/MQA; cc ≥ 8.0; FP8 (e4m3/e5m2, per-tensor scales) fwd+bwd on cc ≥ 9.0";
   }
   std::optional<std::string> unavailable() const override {
     if (auto why = cuda_unavailable()) return why;

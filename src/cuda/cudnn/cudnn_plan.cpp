@@ -46,10 +46,11 @@ std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
     return fmt::format("{}.data must be 16-byte aligned for cuDNN", name);
   const Strides s = canonical(t);
+  const std::int64_t per_16_bytes = 16 / std::int64_t(size_of(t.dtype));
   for (int d = 0; d < 3; ++d)
-    if (s[d] <= 0 || s[d] % 8 != 0)
-      return fmt::format("{}.strides[{}] = {} must be a positive multiple of 8 elements (16 bytes) for cuDNN", name,
-                         d, t.strides[d]);
+    if (s[d] <= 0 || s[d] % per_16_bytes != 0)
+      return fmt::format("{}.strides[{}] = {} must be a positive multiple of {} elements (16 bytes) for cuDNN", name,
+                         d, t.strides[d], per_16_bytes);
   return std::nullopt;
 }
 
@@ -141,6 +142,96 @@ std::optional<std::string> softcap_rule(const core::Problem& p, const Runtime& r
   return std::nullopt;
 }
 
+bool is_fp8(DType d) { return d == DType::e4m3 || d == DType::e5m2; }
+
+// cuDNN's FP8 SDPA (cudnn-frontend 1.23: node/sdpa_support_surface.h for the forward, node/sdpa_fp8_bwd.h for the
+// backward), as it runs on each architecture. Fills the spec's FP8 dtypes.
+std::optional<std::string> fp8_rule(const core::Problem& p, const Runtime& rt, GraphSpec& spec) {
+  const auto& d = p.dims;
+  const bool forward = p.direction == core::Direction::forward;
+  const int major = rt.cc / 10;
+  const int v = rt.cudnn_version;
+  if (rt.cc < 90)
+    return fmt::format("FP8 attention needs compute capability ≥ 9.0 (cuDNN's FP8 SDPA), this GPU has {}.{}",
+                       rt.cc / 10, rt.cc % 10);
+  if (v < 90100 || v == 91000)
+    return fmt::format("FP8 attention needs cuDNN ≥ 9.1 other than 9.10.0 (this runtime is {})", version_string(v));
+  if (!p.bias.empty()) return std::string("FP8 attention takes no bias in cuDNN");
+  if (p.softcap > 0.0f) return std::string("softcap unsupported with FP8 in cuDNN");
+  if (d.Hqk % 16 != 0 || d.Hv % 16 != 0)
+    return fmt::format("FP8 head dims must be multiples of 16 for cuDNN (Hqk = {}, Hv = {})", d.Hqk, d.Hv);
+  const bool d192_128 = d.Hqk == 192 && d.Hv == 128;
+  if (major >= 10) {
+    if ((d.Hqk > 128 || d.Hv > 128) && !(d192_128 && (!forward || v >= 91900)))
+      return fmt::format("FP8 head dims above 128 (other than 192 / 128) unsupported by cuDNN on compute capability "
+                         "{}.{} (Hqk = {}, Hv = {})",
+                         major, rt.cc % 10, d.Hqk, d.Hv);
+  } else if (forward) {
+    if (d.Hqk > 256 || d.Hv > 256)
+      return fmt::format("FP8 head dims above 256 unsupported by cuDNN (Hqk = {}, Hv = {})", d.Hqk, d.Hv);
+  } else if (d.Hqk != 128 || d.Hv != 128) {
+    return fmt::format("the FP8 backward on compute capability {}.{} needs Hqk = Hv = 128 in cuDNN (Hqk = {}, "
+                       "Hv = {})",
+                       major, rt.cc % 10, d.Hqk, d.Hv);
+  } else if (d.T % 64 != 0) {
+    // Measured: with T = 1, 113, 203 and 1023, cuDNN 9.14's Hopper FP8 backward left columns 16… of the last query
+    // row's dQ unwritten; multiples of 64 came out right (docs/perf-notes.md, FP8).
+    return fmt::format("the FP8 backward on compute capability {}.{} needs T a multiple of 64 (T = {}): cuDNN's "
+                       "kernel leaves part of the last query row's dQ unwritten otherwise",
+                       major, rt.cc % 10, d.T);
+  } else if (d.S < 64) {
+    // Measured: with S = 1 the dK, dV values came out right but amax_dk and amax_dp were several times the true
+    // maxima (the padding of the one key tile taken in); S = 113 and longer came out right.
+    return fmt::format("the FP8 backward on compute capability {}.{} needs S ≥ 64 (S = {}): cuDNN's amax outputs "
+                       "take in the padding of a partial key tile otherwise",
+                       major, rt.cc % 10, d.S);
+  }
+  // Measured: at Hqk 64, cuDNN 9.14's Hopper FP8 forward returned a wrong O once the grid had more 128-row query
+  // tiles than the GPU has SMs (B·N·T = 32768 and above on the H200's 132 SMs; 16384 and below came out right; Hqk
+  // 128 right at every size tried). Until that is understood, smaller head dims run one wave at most.
+  if (forward && major == 9 && d.Hqk < 128 && rt.sm_count > 0 &&
+      d.B * d.N * ((d.T + 127) / 128) > std::int64_t(rt.sm_count))
+    return fmt::format("the FP8 forward with Hqk = {} on compute capability {}.{} is limited to B·N·⌈T/128⌉ ≤ {} "
+                       "(the GPU's SMs; here {}): beyond one wave of query tiles cuDNN returned a wrong O (use Hqk "
+                       "128, or fewer heads per call)",
+                       d.Hqk, major, rt.cc % 10, rt.sm_count, d.B * d.N * ((d.T + 127) / 128));
+  if (forward && d.T == 1 && major == 9)
+    return std::string("the FP8 forward with T = 1 is unsupported by cuDNN on compute capability 9.x (it runs one "
+                       "query row on its sm_80 decode kernels, which have no FP8)");
+  // On Hopper cuDNN writes FP8 outputs only: O (forward) and dQ, dK, dV (backward).
+  const DType out = forward ? p.o.dtype : p.dq.dtype;
+  if (!is_fp8(out) && (major < 10 || v < 91300))
+    return fmt::format("FP8 attention with {} {} needs compute capability ≥ 10.0 and cuDNN ≥ 9.13 (this GPU: {}.{}, "
+                       "cuDNN {}); pass an e4m3 {} with its scale and dequantize it (attnlab::dequantize)",
+                       to_string(out), forward ? "O" : "gradients", major, rt.cc % 10, version_string(v),
+                       forward ? "O" : "dq, dk, dv");
+  spec.o_dtype = p.o.dtype;
+  spec.d_o_dtype = forward ? p.o.dtype : p.d_o.dtype;
+  spec.grad_dtype = forward ? p.o.dtype : p.dq.dtype;
+  return std::nullopt;
+}
+
+// The FP8 graphs' masks: causal top-left, or bottom-right where cuDNN has it (Blackwell) or where it is the same
+// mask (T = S without per-batch lengths); no query row without keys, since cuDNN's FP8 kernels define neither O
+// nor the amax there.
+std::optional<std::string> fp8_mask_rule(const core::Problem& p, const Runtime& rt, GraphSpec& spec,
+                                         bool empty_rows) {
+  const auto& d = p.dims;
+  if (spec.bottom_right && d.T == d.S && !p.has_seqlens()) spec.bottom_right = false;
+  if (spec.bottom_right && rt.cc < 100)
+    return std::string("bottom-right causal masks with FP8 need compute capability ≥ 10.0 in cuDNN (T ≠ S here; "
+                       "with T = S the mask is the top-left one)");
+  if (spec.left_bound >= 0)
+    return std::string("sliding windows with FP8 unsupported in cuDNN; use a causal mask or none");
+  if (p.has_seqlens())
+    return std::string("per-batch sequence lengths with FP8 are not supported (cuDNN's FP8 kernels leave padded rows "
+                       "and their amax undefined)");
+  if (empty_rows) return std::string("FP8 with a mask that leaves a query row without keys is unsupported");
+  if (p.direction == core::Direction::backward && spec.bottom_right && (d.T > d.S || d.T % 64 || d.S % 64))
+    return std::string("the FP8 backward with a bottom-right mask needs T ≤ S and T, S multiples of 64 in cuDNN");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string version_string(int v) { return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100); }
@@ -149,14 +240,15 @@ std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, 
   const auto& d = p.dims;
   const bool forward = p.direction == core::Direction::forward;
   if (p.dtype == DType::f32) return std::string("f32 inputs unsupported; use bf16/f16 or path=flash|cuda-naive");
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-    return fmt::format("{} inputs unsupported; use bf16 or f16", to_string(p.dtype));
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16 && !p.fp8())
+    return fmt::format("{} inputs unsupported; use bf16, f16 or e4m3 / e5m2", to_string(p.dtype));
   if (rt.cc < 80)
     return fmt::format("needs compute capability ≥ 8.0, this GPU has {}.{}", rt.cc / 10, rt.cc % 10);
   if (!p.bool_mask.empty())
     return std::string("boolean masks unsupported (cuDNN takes no boolean bias); pass an additive bias with −inf "
                        "where a key is hidden");
-  if (auto why = head_dim_rule(p, rt)) return why;
+  if (!p.fp8())
+    if (auto why = head_dim_rule(p, rt)) return why;
   if (d.T + d.S > INT_MAX || d.B > INT_MAX) return std::string("T + S and B must fit cuDNN's 32-bit lengths");
 
   const std::pair<const char*, const TensorView*> tensors[] = {
@@ -196,6 +288,9 @@ std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, 
     spec.bias_n = p.bias.shape[1];
     spec.bias_strides = canonical(p.bias);  // already (B, N, T, S): no reordering
   }
+  if (p.fp8()) {
+    if (auto why = fp8_rule(p, rt, spec)) return why;
+  }
   if (auto why = band_rule(p, rt, spec)) return why;
   if (auto why = softcap_rule(p, rt, spec)) return why;
 
@@ -222,6 +317,11 @@ std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, 
     plan.unseen_keys = seen.begin > 0 || seen.end < d.S;
   }
   plan.check_stats = !p.bias.empty();
+  if (p.fp8()) {
+    if (auto why = fp8_mask_rule(p, rt, spec, plan.empty_rows)) return why;
+    plan.full_lengths = spec.padding = false;  // FP8 graphs take no padding mask (fp8_mask_rule)
+    plan.unseen_keys = false;  // cuDNN sums dK, dV over the rows that see a key: 0 for a key no row sees
+  }
 
   if (forward) {
     const bool lse_direct = p.has_lse() && stats_layout(p.lse, d);

@@ -14,6 +14,7 @@ namespace attnlab::cuda::cudnn {
 struct Runtime {
   int cudnn_version = 0;  // cudnnGetVersion() of the loaded library, e.g. 91400 for 9.14.0
   int cc = 0;             // compute capability × 10 of the call's device
+  int sm_count = 0;       // its multiprocessors
 };
 
 struct Plan {

@@ -157,7 +157,7 @@ class FlashPath final : public core::Path {
     if (p.direction == core::Direction::backward)
       return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
     if (p.dtype != DType::f16 && p.dtype != DType::bf16 && p.dtype != DType::f32)
-      return fmt::format("{} inputs unsupported; use f32, f16 or bf16", to_string(p.dtype));
+      return fmt::format("{} inputs unsupported; use f32, f16 or bf16 (FP8 runs on path=cudnn)", to_string(p.dtype));
     const auto& d = p.dims;
     if (!has_instance(DType::bf16, int(d.Hqk), int(d.Hv)))
       return fmt::format("head dims {}/{} unsupported; it has {}", d.Hqk, d.Hv, kHeadDims);

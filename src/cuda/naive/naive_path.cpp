@@ -232,7 +232,7 @@ class NaivePath final : public core::Path {
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
   std::optional<std::string> why_not(const core::Problem& p) const override {
     if (p.dtype != DType::f32 && p.dtype != DType::f16 && p.dtype != DType::bf16)
-      return fmt::format("{} inputs unsupported; use f32, f16 or bf16", to_string(p.dtype));
+      return fmt::format("{} inputs unsupported; use f32, f16 or bf16 (FP8 runs on path=cudnn)", to_string(p.dtype));
     const auto& d = p.dims;
     if (d.T > INT_MAX || d.S > INT_MAX || d.B * d.N > INT_MAX)
       return std::string("T, S and B·N must each fit cuBLAS's 32-bit sizes");
