@@ -231,8 +231,8 @@ Outcome run_fp8(const Fp8Options& o) {
   std::vector<std::string> off_recipe;  // tensors whose scale is not fp8_max / amax over their history
   for (std::size_t i = 0; i < states.size(); ++i) {
     const attnlab::Fp8TensorState& s = states[i];
-    const double want = expected_scale(s, cell.format(kForwardTensors[i]), defaults.margin, last.scale_used[i],
-                                       defaults.amax_compute_algo);
+    const double want = expected_scale(kForwardTensors[i], s, cell.format(kForwardTensors[i]), defaults.margin,
+                                       last.scale_used[i], defaults.amax_compute_algo);
     const bool ok = std::fabs(s.scale - want) <= 1e-6 * want && std::fabs(double(s.scale) * s.scale_inv - 1) <= 1e-6;
     if (!ok) off_recipe.push_back(fp8_tensor_name(kForwardTensors[i]));
   }
@@ -324,7 +324,8 @@ Outcome run_fp8(const Fp8Options& o) {
            ++j)
         tail.push_back(fmt::format("{:.4g}", s.amax_history[j]));
       const attnlab::DType f = cell.format(kForwardTensors[i]);
-      const double want = expected_scale(s, f, defaults.margin, last.scale_used[i], defaults.amax_compute_algo);
+      const double want =
+          expected_scale(kForwardTensors[i], s, f, defaults.margin, last.scale_used[i], defaults.amax_compute_algo);
       t.row({fp8_tensor_name(kForwardTensors[i]), std::string(attnlab::to_string(f)), fmt::format("{:.6g}", s.scale),
              fmt::format("{:.6g}", s.scale_inv), fmt::format("{}", fmt::join(tail, ", ")),
              fmt::format("{:.6g} {}", want, std::fabs(s.scale - want) <= 1e-6 * want ? "✓" : "✗")});
@@ -373,7 +374,7 @@ Outcome run_fp8(const Fp8Options& o) {
       close);
   print_observation(
       "delayed scaling: step 1 quantizes with scale 1 (no amax seen yet); each update sets a tensor's scale to "
-      "fp8_max / amax over its history (q, k, v about 448 / max |x|, P about 448), and later steps are no less "
+      "fp8_max / amax over its history (q, k, v about 448 / max |x|, P capped at 448), and later steps are no less "
       "accurate than the first",
       fmt::format("scales after step {}: q {:.4g}, k {:.4g}, v {:.4g}, s {:.4g}, o {:.4g} ({}); mean |diff| {} at step "
                   "1, {} at step {}",

@@ -218,8 +218,8 @@ Fp8Step Fp8Cell::step(const std::string& path) {
 
 attnlab::Fp8TensorState Fp8Cell::state(attnlab::Fp8Tensor tensor) { return recipe_.read(ctx_, tensor); }
 
-double expected_scale(const attnlab::Fp8TensorState& state, attnlab::DType format, int margin, double previous,
-                      attnlab::AmaxAlgorithm algorithm) {
+double expected_scale(attnlab::Fp8Tensor tensor, const attnlab::Fp8TensorState& state, attnlab::DType format,
+                      int margin, double previous, attnlab::AmaxAlgorithm algorithm) {
   if (state.amax_history.empty()) return previous;
   double amax = state.amax_history.back();
   if (algorithm == attnlab::AmaxAlgorithm::max) {
@@ -228,7 +228,8 @@ double expected_scale(const attnlab::Fp8TensorState& state, attnlab::DType forma
   }
   if (!(amax > 0) || !std::isfinite(amax)) return previous;
   const double fp8_max = format == attnlab::DType::e5m2 ? 57344.0 : 448.0;
-  return std::min(fp8_max / amax / std::ldexp(1.0, margin), double(std::numeric_limits<float>::max()));
+  const double scale = std::min(fp8_max / amax / std::ldexp(1.0, margin), double(std::numeric_limits<float>::max()));
+  return tensor == attnlab::Fp8Tensor::s ? std::min(scale, fp8_max / std::ldexp(1.0, margin)) : scale;
 }
 
 }  // namespace lab

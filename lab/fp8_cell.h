@@ -94,8 +94,8 @@ class Fp8Cell {
 
 // fp8_max / amax / 2^margin, amax over the history ("max") or its newest entry ("most_recent"): the scale
 // docs/design.md §7 says the recipe holds after a step (while fewer steps than the history's length have run);
-// `previous` where that amax is 0 or not finite.
-double expected_scale(const attnlab::Fp8TensorState& state, attnlab::DType format, int margin, double previous,
-                      attnlab::AmaxAlgorithm algorithm);
+// `previous` where that amax is 0 or not finite. P's (Fp8Tensor::s) is capped at fp8_max / 2^margin (fp8.h).
+double expected_scale(attnlab::Fp8Tensor tensor, const attnlab::Fp8TensorState& state, attnlab::DType format,
+                      int margin, double previous, attnlab::AmaxAlgorithm algorithm);
 
 }  // namespace lab

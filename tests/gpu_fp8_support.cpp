@@ -95,6 +95,7 @@ struct Fp8Call::Impl {
   float* scalars = nullptr;
   bool with_scale_o = true;
   bool with_lse = true;
+  bool with_amaxes = true;
   std::vector<std::int32_t> q_lens, kv_lens;
   attnlab::Context ctx;  // one per call object: a second run reuses its handles and cached graph
 
@@ -160,6 +161,7 @@ void Fp8Call::use_host_seqlens(std::vector<std::int32_t> q, std::vector<std::int
 
 void Fp8Call::drop_scale_o() { impl_->with_scale_o = false; }
 void Fp8Call::drop_lse() { impl_->with_lse = false; }
+void Fp8Call::drop_amaxes() { impl_->with_amaxes = false; }
 
 attnlab::RunInfo Fp8Call::run(const std::string& path) {
   Impl& m = *impl_;
@@ -186,8 +188,10 @@ attnlab::RunInfo Fp8Call::run(const std::string& path) {
   s.scale_s = m.scalars + scale_s;
   s.descale_s = m.scalars + descale_s;
   s.scale_o = m.with_scale_o && m.o_dtype != DType::bf16 && m.o_dtype != DType::f16 ? m.scalars + scale_o : nullptr;
-  s.amax_s = m.scalars + amax_s;
-  s.amax_o = m.scalars + amax_o;
+  if (m.with_amaxes) {
+    s.amax_s = m.scalars + amax_s;
+    s.amax_o = m.scalars + amax_o;
+  }
   a.fp8 = s;
   m.ctx.set_stream(m.stream);
   const attnlab::RunInfo info = attnlab::forward(m.ctx, a);
@@ -315,6 +319,14 @@ attnlab::RunInfo Fp8BackwardCall::run(const std::string& path) {
   return info;
 }
 
+bool Fp8BackwardCall::outputs_untouched() {
+  const Fp8BackwardResult r = result();
+  for (const auto* g : {&r.dq, &r.dk, &r.dv})
+    for (std::uint8_t code : *g)
+      if (code != kGradPoison) return false;
+  return std::isnan(r.amax_dp) && std::isnan(r.amax_dq) && std::isnan(r.amax_dk) && std::isnan(r.amax_dv);
+}
+
 Fp8BackwardResult Fp8BackwardCall::result() {
   Impl& m = *impl_;
   Fp8BackwardResult r;
@@ -343,11 +355,13 @@ bool Fp8Call::o_untouched() { return true; }
 void Fp8Call::use_host_seqlens(std::vector<std::int32_t>, std::vector<std::int32_t>) {}
 void Fp8Call::drop_scale_o() {}
 void Fp8Call::drop_lse() {}
+void Fp8Call::drop_amaxes() {}
 struct Fp8BackwardCall::Impl {};
 Fp8BackwardCall::Fp8BackwardCall(const fp8ref::Problem&, const fp8ref::BackwardInputs&, bool) : impl_(new Impl) {}
 Fp8BackwardCall::~Fp8BackwardCall() = default;
 attnlab::RunInfo Fp8BackwardCall::run(const std::string&) { throw std::logic_error("built without CUDA"); }
 Fp8BackwardResult Fp8BackwardCall::result() { return {}; }
+bool Fp8BackwardCall::outputs_untouched() { return true; }
 
 #endif
 

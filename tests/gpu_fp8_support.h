@@ -55,6 +55,7 @@ class Fp8Call {
   void use_host_seqlens(std::vector<std::int32_t> q, std::vector<std::int32_t> kv);
   void drop_scale_o();
   void drop_lse();  // a call without LSE (cuDNN then builds its inference graph)
+  void drop_amaxes();  // amax_s and amax_o left null (the poisoned floats stay as they are)
 
  private:
   struct Impl;
@@ -76,6 +77,7 @@ class Fp8BackwardCall {
   Fp8BackwardCall& operator=(const Fp8BackwardCall&) = delete;
   attnlab::RunInfo run(const std::string& path);
   Fp8BackwardResult result();
+  bool outputs_untouched();  // dq, dk, dv still the poison, the amaxes still NaN
 
  private:
   struct Impl;

@@ -223,8 +223,9 @@ TEST(Fp8RecipeCpu, ScaleOfPIsCapped) {
       recipe.update(ctx, Fp8Pass::forward);
       const float want = amax_s == 2.0f ? 224.0f / float(1 << margin) : ceiling;
       EXPECT_EQ(recipe.read(ctx, Fp8Tensor::s).scale, std::isnan(amax_s) ? ceiling : want) << amax_s;
-      if (amax_s == 0.14f)  // other tensors keep TransformerEngine's rule
+      if (amax_s == 0.14f) {  // other tensors keep TransformerEngine's rule
         EXPECT_EQ(recipe.read(ctx, Fp8Tensor::q).scale, 448.0f / 0.14f / float(1 << margin));
+      }
     }
   }
 }

@@ -102,7 +102,7 @@ TEST(Fp8Validation, ForwardRulesNamed) {
     auto a = t.forward();
     a.fp8->scale_o = nullptr;  // not needed for a bf16 O: the call then fails only for want of a path
     a.o = TensorView::contiguous(t.o16.data(), DType::bf16, {1, 4, 2, 16});
-    expect_error(a, attnlab::ErrorCode::unsupported, "");
+    expect_error(a, attnlab::ErrorCode::unsupported, "e4m3");
   }
   {
     std::vector<float> o32(1 * 4 * 2 * 16);
@@ -126,6 +126,19 @@ TEST(Fp8Validation, ForwardRulesNamed) {
     expect_error(a, invalid, "fp8 scales were given but q, k, v are bf16");
   }
   EXPECT_TRUE(std::all_of(t.o.begin(), t.o.end(), [](std::uint8_t b) { return b == 0x7F; })) << "O was written";
+}
+
+TEST(Fp8Validation, AmaxesMustBeDistinct) {
+  Fp8Args t;
+  auto a = t.forward();
+  a.fp8->amax_o = a.fp8->amax_s;
+  expect_error(a, attnlab::ErrorCode::invalid_argument, "fp8.amax_s and fp8.amax_o point to the same float");
+  a = t.forward();
+  a.fp8->amax_s = const_cast<float*>(a.fp8->scale_s);
+  expect_error(a, attnlab::ErrorCode::invalid_argument, "fp8.amax_s points to fp8.scale_s");
+  auto b = t.backward();
+  b.fp8->amax_dv = b.fp8->amax_dq;
+  expect_error(b, attnlab::ErrorCode::invalid_argument, "point to the same float");
 }
 
 TEST(Fp8Validation, BackwardRulesNamed) {

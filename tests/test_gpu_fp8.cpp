@@ -1,5 +1,5 @@
 // The cudnn path's FP8 forward (docs/design.md §7) against the CPU FP8 reference and the fp64 reference, on odd
-// shapes (T = 1, 113×203, 1023×1024), GQA/MQA and causal masks, with poisoned outputs and fresh random codes, on the
+// shapes (T = 2 with S = 1 and 203, 113×203, 1023×1024; T = 1 is a named rule on Hopper), GQA/MQA and causal masks, with poisoned outputs and fresh random codes, on the
 // default and on a non-blocking stream; and the FP8 rules as errors a caller sees before any launch. Skips visibly
 // without a GPU with FP8 attention (compute capability ≥ 9.0).
 //
@@ -174,7 +174,7 @@ TEST(GpuFp8Rules, HeadDimsAndLengths) {
     fp8ref::Problem p = small_problem(rng, false, false, 64, 64, 40);  // not a multiple of 16
     p.scale_o = 1.0f;
     Fp8Call call(p, false);
-    expect_refusal(call, "cudnn", attnlab::ErrorCode::unsupported, "of 16");
+    expect_refusal(call, "cudnn", attnlab::ErrorCode::unsupported, "FP8 head dims must be multiples of 16");
   }
   {
     fp8ref::Problem p = small_problem(rng);
@@ -208,6 +208,24 @@ TEST(GpuFp8Rules, SmallHeadDimsBeyondOneWave) {
   expect_refusal(call, "cudnn", attnlab::ErrorCode::unsupported, "is limited to B·N·⌈T/128⌉");
 }
 
+// Amaxes left null: the graph writes them to the call's scratch; O is the same as with the caller's amaxes.
+TEST(GpuFp8Forward, NullAmaxesGoToScratch) {
+  ATTNLAB_REQUIRE_FP8_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  fp8ref::Problem p = random_fp8_problem(rng, 1, 128, 203, 2, 1, 128, 128, true, false, 448.0f);
+  p.scale_o = 4.0f;
+  Fp8Call call(p, false);
+  call.run("cudnn");
+  const Fp8Result with = call.result();
+  call.poison_outputs();
+  call.drop_amaxes();
+  call.run("cudnn");
+  const Fp8Result without = call.result();
+  EXPECT_EQ(with.o, without.o);
+  EXPECT_TRUE(std::isnan(without.amax_s) && std::isnan(without.amax_o)) << "the caller's amaxes were written";
+  EXPECT_FALSE(std::isnan(with.amax_s) || std::isnan(with.amax_o));
+}
+
 TEST(GpuFp8Rules, MissingScalesAreInvalid) {
   ATTNLAB_REQUIRE_FP8_GPU();
   ATTNLAB_TEST_RNG(rng);
@@ -218,7 +236,7 @@ TEST(GpuFp8Rules, MissingScalesAreInvalid) {
   expect_refusal(call, "cudnn", attnlab::ErrorCode::invalid_argument, "fp8.scale_o is required");
 }
 
-// A second call on the same shape reuses the cached graph and gives the same bytes (fresh inputs, same result).
+// A second call on the same shape reuses the cached graph and gives the same bytes (same inputs, same result).
 TEST(GpuFp8Cache, SecondCallSameResult) {
   ATTNLAB_REQUIRE_FP8_GPU();
   ATTNLAB_TEST_RNG(rng);
@@ -231,6 +249,7 @@ TEST(GpuFp8Cache, SecondCallSameResult) {
   const attnlab::RunInfo second = call.run("cudnn");
   EXPECT_EQ(second.device_allocations, 0);
   const Fp8Result again = call.result();
+  for (std::uint8_t code : first.o) ASSERT_NE(code & 0x7F, 0x7F) << "O holds a NaN code (the poison, unwritten)";
   EXPECT_EQ(first.o, again.o);
   EXPECT_EQ(first.lse, again.lse);
   EXPECT_EQ(first.amax_s, again.amax_s);

@@ -130,8 +130,8 @@ class ATTNLAB_API DelayedScaling {
   // staging slot, the history rolls (the staging slot's amax becomes the newest, the oldest leaves, the staging
   // slot is 0 again), then scale = (fp8_max / amax) / 2^margin and scale_inv = 1 / scale, the previous scale kept
   // where amax is 0 or not finite, FLT_MAX where the scale overflows (docs/design.md §7). Every step rolls, also one
-  // that wrote no amax. One kernel on the context's stream (host code for Device::cpu); nothing is allocated or
-  // synchronized. Bit for bit the same on both devices.
+  // that wrote no amax. On the GPU one kernel on the context's stream, no device memory allocated, nothing
+  // synchronized; on the CPU host code that works on a host copy of each history. Bit for bit the same on both.
   void update(Context& ctx, Fp8Pass pass);
   // A host copy of the state, after the context's stream has run what was enqueued: for Device::cuda a copy on the
   // context's stream and then cudaStreamSynchronize of that stream (never the device). For debugging and tests,

@@ -25,6 +25,18 @@ void check_alignment(std::initializer_list<Named> scales) {
       invalid("fp8.{} must point to a 4-byte aligned f32, got {}", name, ptr);
 }
 
+// The amaxes a call writes must be distinct floats, none of them a scale it reads: cuDNN writes them concurrently
+// with reading the scales.
+void check_distinct_outputs(std::initializer_list<Named> outputs, std::initializer_list<Named> inputs) {
+  for (auto a = outputs.begin(); a != outputs.end(); ++a) {
+    if (a->second == nullptr) continue;
+    for (auto b = a + 1; b != outputs.end(); ++b)
+      if (a->second == b->second) invalid("fp8.{} and fp8.{} point to the same float", a->first, b->first);
+    for (auto [name, ptr] : inputs)
+      if (a->second == ptr) invalid("fp8.{} points to fp8.{}, which the call reads", a->first, name);
+  }
+}
+
 bool is_half(DType d) { return d == DType::f16 || d == DType::bf16; }
 
 }  // namespace
@@ -49,8 +61,9 @@ void check_fp8_forward(const ForwardArgs& a, Problem& p) {
   check_alignment({{"descale_q", s.descale_q}, {"descale_k", s.descale_k}, {"descale_v", s.descale_v},
                    {"scale_s", s.scale_s}, {"descale_s", s.descale_s}, {"amax_s", s.amax_s},
                    {"scale_o", s.scale_o}, {"amax_o", s.amax_o}});
-  if (!a.options.bias.empty() && a.options.bias.dtype != DType::f32)
-    invalid("the bias of an FP8 call must be f32, got {}", to_string(a.options.bias.dtype));
+  check_distinct_outputs({{"amax_s", s.amax_s}, {"amax_o", s.amax_o}},
+                         {{"descale_q", s.descale_q}, {"descale_k", s.descale_k}, {"descale_v", s.descale_v},
+                          {"scale_s", s.scale_s}, {"descale_s", s.descale_s}, {"scale_o", s.scale_o}});
   p.fp8_forward = s;
 }
 
@@ -87,6 +100,12 @@ void check_fp8_backward(const BackwardArgs& a, Problem& p) {
                    {"descale_s", s.descale_s}, {"scale_dp", s.scale_dp}, {"descale_dp", s.descale_dp},
                    {"scale_dq", s.scale_dq}, {"scale_dk", s.scale_dk}, {"scale_dv", s.scale_dv},
                    {"amax_dp", s.amax_dp}, {"amax_dq", s.amax_dq}, {"amax_dk", s.amax_dk}, {"amax_dv", s.amax_dv}});
+  check_distinct_outputs({{"amax_dp", s.amax_dp}, {"amax_dq", s.amax_dq}, {"amax_dk", s.amax_dk},
+                          {"amax_dv", s.amax_dv}},
+                         {{"descale_q", s.descale_q}, {"descale_k", s.descale_k}, {"descale_v", s.descale_v},
+                          {"descale_o", s.descale_o}, {"descale_do", s.descale_do}, {"scale_s", s.scale_s},
+                          {"descale_s", s.descale_s}, {"scale_dp", s.scale_dp}, {"descale_dp", s.descale_dp},
+                          {"scale_dq", s.scale_dq}, {"scale_dk", s.scale_dk}, {"scale_dv", s.scale_dv}});
   p.fp8_backward = s;
 }
 

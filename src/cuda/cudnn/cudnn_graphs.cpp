@@ -2,8 +2,10 @@
 // cudnn_frontend.h; the rest of the path talks to it through cudnn_graphs.h.
 //
 // A forward graph is sdpa(Q, K, V) → O (+ Stats); a backward graph is sdpa_backward(Q, K, V, O, dO, Stats) →
-// dQ, dK, dV. FP8 graphs are their sdpa_fp8 counterparts, with per-tensor scales in and amaxes out. Both take the same options: attention scale, bias, padding mask with per-batch lengths, diagonal
+// dQ, dK, dV. Both take the same options: attention scale, bias, padding mask with per-batch lengths, diagonal
 // band (causal / sliding window, top-left or bottom-right), and optionally tanh soft-capping as a score modifier.
+// FP8 graphs are their sdpa_fp8 counterparts, with per-tensor scales in and amaxes out; of the options they take
+// the scale and the causal band (cudnn_plan.cpp refuses the rest for FP8).
 #include "cuda/cudnn/cudnn_graphs.h"
 
 #include <cudnn_frontend.h>

@@ -347,7 +347,8 @@ void run_call(const core::Problem& p, const Plan& plan, const Entry& entry, cons
     f.B = d.B, f.N = d.N, f.T = d.T, f.S = d.S, f.Hv = d.Hv;
     f.mask = p.mask;
     f.lengths = plan.user_lengths ? lengths : Lengths{};
-    f.o = row_tensor(p.o);
+    // FP8 calls reach here only to copy their LSE (rows without keys are refused): O, 1-byte, is not touched.
+    if (!p.fp8()) f.o = row_tensor(p.o);
     f.stats = plan.spec.stats ? static_cast<const float*>(ptr[Slot::stats]) : nullptr;
     if (p.has_lse()) {
       f.lse = static_cast<float*>(p.lse.data);

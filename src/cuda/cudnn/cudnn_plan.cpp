@@ -40,7 +40,7 @@ Strides canonical(const TensorView& t) {
 Strides bhld(const Strides& s) { return {s[0], s[2], s[1], s[3]}; }
 
 // cuDNN's kernels read and write rows with 16-byte vector accesses (and TMA on Hopper, whose global strides must be
-// multiples of 16 bytes): base pointers 16-byte aligned, every stride but the last a multiple of 8 elements.
+// multiples of 16 bytes): base pointers 16-byte aligned, every stride but the last a multiple of 16 bytes.
 std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
   if (t.empty()) return std::nullopt;
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
@@ -145,8 +145,9 @@ std::optional<std::string> softcap_rule(const core::Problem& p, const Runtime& r
 bool is_fp8(DType d) { return d == DType::e4m3 || d == DType::e5m2; }
 
 // cuDNN's FP8 SDPA (cudnn-frontend 1.23: node/sdpa_support_surface.h for the forward, node/sdpa_fp8_bwd.h for the
-// backward), as it runs on each architecture. Fills the spec's FP8 dtypes.
-std::optional<std::string> fp8_rule(const core::Problem& p, const Runtime& rt, GraphSpec& spec) {
+// backward), as it runs on each architecture. Checked before the layout and bias rules, which would otherwise
+// answer an FP8 call in bf16 terms.
+std::optional<std::string> fp8_rule(const core::Problem& p, const Runtime& rt) {
   const auto& d = p.dims;
   const bool forward = p.direction == core::Direction::forward;
   const int major = rt.cc / 10;
@@ -156,11 +157,19 @@ std::optional<std::string> fp8_rule(const core::Problem& p, const Runtime& rt, G
                        rt.cc / 10, rt.cc % 10);
   if (v < 90100 || v == 91000)
     return fmt::format("FP8 attention needs cuDNN ≥ 9.1 other than 9.10.0 (this runtime is {})", version_string(v));
+  // The sdpa_fp8 nodes give P the inputs' type: e5m2 inputs would quantize P in e5m2, not as docs/design.md §7 says.
+  if (p.dtype != DType::e4m3)
+    return fmt::format("FP8 inputs must be e4m3 for cuDNN (P is quantized in the inputs' format), got {}",
+                       to_string(p.dtype));
   if (!p.bias.empty()) return std::string("FP8 attention takes no bias in cuDNN");
   if (p.softcap > 0.0f) return std::string("softcap unsupported with FP8 in cuDNN");
   if (d.Hqk % 16 != 0 || d.Hv % 16 != 0)
     return fmt::format("FP8 head dims must be multiples of 16 for cuDNN (Hqk = {}, Hv = {})", d.Hqk, d.Hv);
   const bool d192_128 = d.Hqk == 192 && d.Hv == 128;
+  // On Blackwell the frontend routes every FP8 backward up to 192 / 128 to its deterministic kernels, which need 9.19.
+  if (!forward && major == 10 && v < 91900 && d.Hqk <= 192 && d.Hv <= 128)
+    return fmt::format("the FP8 backward on compute capability {}.{} needs cuDNN ≥ 9.19 (this runtime is {})", major,
+                       rt.cc % 10, version_string(v));
   if (major >= 10) {
     if ((d.Hqk > 128 || d.Hv > 128) && !(d192_128 && (!forward || v >= 91900)))
       return fmt::format("FP8 head dims above 128 (other than 192 / 128) unsupported by cuDNN on compute capability "
@@ -205,9 +214,6 @@ std::optional<std::string> fp8_rule(const core::Problem& p, const Runtime& rt, G
                        "cuDNN {}); pass an e4m3 {} with its scale and dequantize it (attnlab::dequantize)",
                        to_string(out), forward ? "O" : "gradients", major, rt.cc % 10, version_string(v),
                        forward ? "O" : "dq, dk, dv");
-  spec.o_dtype = p.o.dtype;
-  spec.d_o_dtype = forward ? p.o.dtype : p.d_o.dtype;
-  spec.grad_dtype = forward ? p.o.dtype : p.dq.dtype;
   return std::nullopt;
 }
 
@@ -247,8 +253,11 @@ std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, 
   if (!p.bool_mask.empty())
     return std::string("boolean masks unsupported (cuDNN takes no boolean bias); pass an additive bias with −inf "
                        "where a key is hidden");
-  if (!p.fp8())
-    if (auto why = head_dim_rule(p, rt)) return why;
+  if (p.fp8()) {
+    if (auto why = fp8_rule(p, rt)) return why;
+  } else if (auto why = head_dim_rule(p, rt)) {
+    return why;
+  }
   if (d.T + d.S > INT_MAX || d.B > INT_MAX) return std::string("T + S and B must fit cuDNN's 32-bit lengths");
 
   const std::pair<const char*, const TensorView*> tensors[] = {
@@ -289,7 +298,9 @@ std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, 
     spec.bias_strides = canonical(p.bias);  // already (B, N, T, S): no reordering
   }
   if (p.fp8()) {
-    if (auto why = fp8_rule(p, rt, spec)) return why;
+    spec.o_dtype = p.o.dtype;
+    spec.d_o_dtype = forward ? p.o.dtype : p.d_o.dtype;
+    spec.grad_dtype = forward ? p.o.dtype : p.dq.dtype;
   }
   if (auto why = band_rule(p, rt, spec)) return why;
   if (auto why = softcap_rule(p, rt, spec)) return why;
