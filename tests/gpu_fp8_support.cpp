@@ -10,6 +10,7 @@
 
 #include "attnlab/version.h"
 #include "core/fp8.h"
+#include "fp8_random.h"
 
 #if ATTNLAB_WITH_CUDA
 #include <cuda_runtime.h>
@@ -22,20 +23,6 @@ using attnlab::core::Fp8Format;
 using attnlab::core::float_to_fp8;
 
 namespace {
-
-void quantize_random(Rng& rng, std::size_t count, double magnitude, std::vector<std::uint8_t>& codes,
-                     float& descale) {
-  std::vector<double> x(count);
-  double amax = 0;
-  for (double& e : x) {
-    e = rng.value() * magnitude;
-    amax = std::max(amax, std::fabs(e));
-  }
-  const float scale = amax > 0 ? float(448.0 / amax) : 1.0f;
-  codes.resize(count);
-  for (std::size_t i = 0; i < count; ++i) codes[i] = float_to_fp8(float(x[i]) * scale, Fp8Format::e4m3);
-  descale = 1.0f / scale;
-}
 
 #if ATTNLAB_WITH_CUDA
 void check(cudaError_t status, const char* what) {
@@ -75,9 +62,9 @@ fp8ref::Problem random_fp8_problem(Rng& rng, std::int64_t B, std::int64_t T, std
   p.causal = causal;
   p.bottom_right = bottom_right;
   p.scale_s = scale_s;
-  quantize_random(rng, std::size_t(B * T * N * Hqk), rng.uniform(0.5, 2.0), p.q, p.d_q);
-  quantize_random(rng, std::size_t(B * S * K * Hqk), rng.uniform(0.5, 2.0), p.k, p.d_k);
-  quantize_random(rng, std::size_t(B * S * K * Hv), rng.uniform(0.2, 5.0), p.v, p.d_v);
+  random_fp8_codes(rng, std::size_t(B * T * N * Hqk), rng.uniform(0.5, 2.0), Fp8Format::e4m3, p.q, p.d_q);
+  random_fp8_codes(rng, std::size_t(B * S * K * Hqk), rng.uniform(0.5, 2.0), Fp8Format::e4m3, p.k, p.d_k);
+  random_fp8_codes(rng, std::size_t(B * S * K * Hv), rng.uniform(0.2, 5.0), Fp8Format::e4m3, p.v, p.d_v);
   return p;
 }
 

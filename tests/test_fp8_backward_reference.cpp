@@ -41,6 +41,7 @@
 
 #include "core/fp8.h"
 #include "reference.h"
+#include "fp8_random.h"
 #include "reference_fp8.h"
 #include "reference_fp8_backward.h"
 #include "test_support.h"
@@ -48,6 +49,7 @@
 namespace {
 
 using attnlab::core::Fp8Format;
+using attnlab_test::random_fp8_codes;
 using attnlab::core::float_to_fp8;
 using attnlab::core::fp8_max;
 using attnlab::core::fp8_to_float;
@@ -60,22 +62,6 @@ constexpr double kMinRatio = 0.05;  // the least fraction of the bound the worst
 
 double relative_step(Fp8Format f) { return f == Fp8Format::e4m3 ? 0x1p-4 : 0x1p-3; }       // u
 double subnormal_half_step(Fp8Format f) { return f == Fp8Format::e4m3 ? 0x1p-10 : 0x1p-17; }  // m
-
-// Random floats quantized as a recipe quantizes a tensor: scale = fp8_max / amax, codes = fp8(x · scale),
-// descale = 1 / scale. `magnitude` varies the tensor's range, hence its descale.
-void quantize(Rng& rng, std::size_t count, double magnitude, Fp8Format f, std::vector<std::uint8_t>& codes,
-              float& descale) {
-  std::vector<double> x(count);
-  double amax = 0;
-  for (double& e : x) {
-    e = rng.value() * magnitude;
-    amax = std::max(amax, std::fabs(e));
-  }
-  const float scale = float(double(fp8_max(f)) / amax);
-  codes.resize(count);
-  for (std::size_t i = 0; i < count; ++i) codes[i] = float_to_fp8(float(x[i]) * scale, f);
-  descale = 1.0f / scale;
-}
 
 struct Shape {
   const char* name;
@@ -100,10 +86,11 @@ Case make(Rng& rng, const Shape& sh, double q_magnitude = 1.0, double dp_headroo
   p.causal = sh.causal;
   p.bottom_right = sh.bottom_right;
   p.scale_s = float(rng.uniform(100.0, 448.0));  // not a power of two
-  quantize(rng, std::size_t(sh.B * sh.T * sh.N * sh.Hqk), q_magnitude * rng.uniform(0.5, 2.0), Fp8Format::e4m3,
-           p.q, p.d_q);
-  quantize(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hqk), rng.uniform(0.5, 2.0), Fp8Format::e4m3, p.k, p.d_k);
-  quantize(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hv), rng.uniform(0.2, 5.0), Fp8Format::e4m3, p.v, p.d_v);
+  const Fp8Format e4m3 = Fp8Format::e4m3;
+  random_fp8_codes(rng, std::size_t(sh.B * sh.T * sh.N * sh.Hqk), q_magnitude * rng.uniform(0.5, 2.0), e4m3, p.q,
+                   p.d_q);
+  random_fp8_codes(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hqk), rng.uniform(0.5, 2.0), e4m3, p.k, p.d_k);
+  random_fp8_codes(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hv), rng.uniform(0.2, 5.0), e4m3, p.v, p.d_v);
   const float amax_o = fp8ref::forward(p).amax_o;
   p.scale_o = amax_o > 0 ? 448.0f / amax_o : 1.0f;
   const fp8ref::Forward f = fp8ref::forward(p);
@@ -113,7 +100,8 @@ Case make(Rng& rng, const Shape& sh, double q_magnitude = 1.0, double dp_headroo
   in.descale_o = 1.0f / *p.scale_o;
   in.lse = f.lse;
   in.do_format = sh.do_format;
-  quantize(rng, std::size_t(sh.B * sh.T * sh.N * sh.Hv), rng.uniform(0.2, 5.0), sh.do_format, in.d_o, in.descale_do);
+  random_fp8_codes(rng, std::size_t(sh.B * sh.T * sh.N * sh.Hv), rng.uniform(0.2, 5.0), sh.do_format, in.d_o,
+                   in.descale_do);
   const float amax_dp = fp8ref::backward(p, in).amax_dp;  // amax is taken before scaling: scale_dp = 1 is fine
   if (amax_dp > 0) in.scale_dp = float(dp_headroom * double(fp8_max(sh.do_format)) / double(amax_dp));
   return c;

@@ -30,6 +30,7 @@
 #include "core/fp8.h"
 #include "reference.h"
 #include "fp8_bound.h"
+#include "fp8_random.h"
 #include "reference_fp8.h"
 #include "test_support.h"
 
@@ -39,27 +40,13 @@ using attnlab::core::Fp8Format;
 using attnlab::core::float_to_fp8;
 using attnlab::core::fp8_to_float;
 using attnlab_test::Rng;
+using attnlab_test::random_fp8_codes;
 namespace ref = attnlab_test::ref;
 namespace fp8ref = attnlab_test::fp8ref;
 
 constexpr double kMinRatio = 0.05;  // the least fraction of the bound the worst element must reach (see above)
 
 double e4m3(std::uint8_t c) { return double(fp8_to_float(c, Fp8Format::e4m3)); }
-
-// Random floats quantized as a recipe quantizes a tensor: scale = 448 / amax, codes = e4m3(x · scale), descale =
-// 1 / scale. `magnitude` varies the tensor's range, hence its descale.
-void quantize(Rng& rng, std::size_t count, double magnitude, std::vector<std::uint8_t>& codes, float& descale) {
-  std::vector<double> x(count);
-  double amax = 0;
-  for (double& e : x) {
-    e = rng.value() * magnitude;
-    amax = std::max(amax, std::fabs(e));
-  }
-  const float scale = float(448.0 / amax);
-  codes.resize(count);
-  for (std::size_t i = 0; i < count; ++i) codes[i] = float_to_fp8(float(x[i]) * scale, Fp8Format::e4m3);
-  descale = 1.0f / scale;
-}
 
 struct Shape {
   const char* name;
@@ -74,9 +61,11 @@ fp8ref::Problem make(Rng& rng, const Shape& sh, float scale_s, double q_magnitud
   p.causal = sh.causal;
   p.bottom_right = sh.bottom_right;
   p.scale_s = scale_s;
-  quantize(rng, std::size_t(sh.B * sh.T * sh.N * sh.Hqk), q_magnitude * rng.uniform(0.5, 2.0), p.q, p.d_q);
-  quantize(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hqk), rng.uniform(0.5, 2.0), p.k, p.d_k);
-  quantize(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hv), rng.uniform(0.2, 5.0), p.v, p.d_v);
+  const Fp8Format e4m3 = Fp8Format::e4m3;
+  random_fp8_codes(rng, std::size_t(sh.B * sh.T * sh.N * sh.Hqk), q_magnitude * rng.uniform(0.5, 2.0), e4m3, p.q,
+                   p.d_q);
+  random_fp8_codes(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hqk), rng.uniform(0.5, 2.0), e4m3, p.k, p.d_k);
+  random_fp8_codes(rng, std::size_t(sh.B * sh.S * sh.K * sh.Hv), rng.uniform(0.2, 5.0), e4m3, p.v, p.d_v);
   return p;
 }
 
