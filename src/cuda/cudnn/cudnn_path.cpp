@@ -214,7 +214,8 @@ struct Layout {
   std::size_t graph = 0, lengths = 0, stats = 0, amax = 0, total = 0;
 };
 
-// FP8 graphs write every amax; those the caller did not ask for land in the scratch (4 floats).
+// FP8 graphs write every amax; those the caller did not ask for land in the scratch (4 floats), and a forward run
+// in batch chunks writes each chunk's pair there too (2 more per chunk) before they are combined.
 constexpr std::size_t kAmaxSlots = 4;
 
 Layout layout_of(const core::Problem& p, const Plan& plan, const Entry& entry) {
@@ -224,7 +225,9 @@ Layout layout_of(const core::Problem& p, const Plan& plan, const Entry& entry) {
   l.graph = carve.add(entry.workspace);
   l.lengths = plan.user_lengths || plan.full_lengths ? carve.add(std::size_t(2 * d.B), sizeof(std::int32_t)) : 0;
   l.stats = plan.stats_in_workspace ? carve.add(std::size_t(d.B * d.N * d.T), sizeof(float)) : 0;
-  l.amax = p.fp8() ? carve.add(kAmaxSlots, sizeof(float)) : 0;
+  l.amax = p.fp8() ? carve.add(kAmaxSlots + 2 * std::size_t(plan.batch_chunks > 1 ? plan.batch_chunks : 0),
+                               sizeof(float))
+                    : 0;
   l.total = carve.size();
   return l;
 }
@@ -298,6 +301,36 @@ void place_fp8_scales(const core::Problem& p, float* scratch_amax, Pointers& ptr
   ptr[Slot::amax_dk] = out(s.amax_dk), ptr[Slot::amax_dv] = out(s.amax_dv);
 }
 
+// An FP8 forward split by batch (Plan::batch_chunks): the graph, built for spec.B batches, runs once per chunk on
+// views offset by whole batches (the packed Stats too: batch is their outermost dimension); each chunk writes its
+// amax pair into `parts`, and one small kernel leaves their maxima where the caller asked.
+void run_in_batch_chunks(const core::Problem& p, const Plan& plan, const Entry& entry, const Pointers& whole,
+                         float* parts, void* graph_workspace, cudnnHandle_t h, cudaStream_t stream) {
+  const std::int64_t batches = plan.spec.B;
+  auto advance = [&](void* base, const TensorView& t, std::int64_t chunk) -> void* {
+    if (base == nullptr) return nullptr;
+    const std::int64_t bytes = chunk * batches * t.strides[0] * std::int64_t(size_of(t.dtype));
+    return static_cast<char*>(base) + bytes;
+  };
+  const std::int64_t stats_per_batch = p.dims.N * p.dims.T;
+  for (std::int64_t c = 0; c < plan.batch_chunks; ++c) {
+    Pointers ptr = whole;
+    ptr[Slot::q] = advance(whole[Slot::q], p.q, c);
+    ptr[Slot::k] = advance(whole[Slot::k], p.k, c);
+    ptr[Slot::v] = advance(whole[Slot::v], p.v, c);
+    ptr[Slot::o] = advance(whole[Slot::o], p.o, c);
+    if (whole[Slot::stats] != nullptr)
+      ptr[Slot::stats] = static_cast<float*>(whole[Slot::stats]) + c * batches * stats_per_batch;
+    ptr[Slot::amax_s] = parts + 2 * c;
+    ptr[Slot::amax_o] = parts + 2 * c + 1;
+    if (auto error = execute(*entry.graph, h, ptr, graph_workspace))
+      core::fail(ErrorCode::device_error, "cudnn: cuDNN failed to run the FP8 forward graph (batch chunk {} of {}): {}",
+                 c + 1, plan.batch_chunks, *error);
+  }
+  const Fp8ForwardScales& s = *p.fp8_forward;
+  combine_chunk_amaxes(parts, int(plan.batch_chunks), s.amax_s, s.amax_o, stream);
+}
+
 RowTensor row_tensor(const TensorView& t) {
   return {t.data, {t.strides[0], t.strides[1], t.strides[2], t.strides[3]}};
 }
@@ -338,9 +371,13 @@ void run_call(const core::Problem& p, const Plan& plan, const Entry& entry, cons
   if (p.fp8()) place_fp8_scales(p, reinterpret_cast<float*>(base + layout.amax), ptr);
 
   void* graph_workspace = entry.workspace > 0 ? base + layout.graph : nullptr;
-  if (auto error = execute(*entry.graph, h, ptr, graph_workspace))
+  if (plan.batch_chunks > 1) {
+    run_in_batch_chunks(p, plan, entry, ptr, reinterpret_cast<float*>(base + layout.amax) + kAmaxSlots,
+                        graph_workspace, h, stream);
+  } else if (auto error = execute(*entry.graph, h, ptr, graph_workspace)) {
     core::fail(ErrorCode::device_error, "cudnn: cuDNN failed to run the {} graph: {}",
                forward ? "forward" : "backward", *error);
+  }
 
   if (forward && plan.forward_fixup) {
     ForwardFixup f;

@@ -12,6 +12,7 @@
 //   right_bound = window_right (0 for causal),   left_bound = window_left + 1.
 #include "cuda/cudnn/cudnn_plan.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -197,13 +198,13 @@ std::optional<std::string> fp8_rule(const core::Problem& p, const Runtime& rt) {
   }
   // Measured: at Hqk 64, cuDNN 9.14's Hopper FP8 forward returned a wrong O once the grid had more 128-row query
   // tiles than the GPU has SMs (B·N·T = 32768 and above on the H200's 132 SMs; 16384 and below came out right; Hqk
-  // 128 right at every size tried). Until that is understood, smaller head dims run one wave at most.
-  if (forward && major == 9 && d.Hqk < 128 && rt.sm_count > 0 &&
-      d.B * d.N * ((d.T + 127) / 128) > std::int64_t(rt.sm_count))
-    return fmt::format("the FP8 forward with Hqk = {} on compute capability {}.{} is limited to B·N·⌈T/128⌉ ≤ {} "
-                       "(the GPU's SMs; here {}): beyond one wave of query tiles cuDNN returned a wrong O (use Hqk "
-                       "128, or fewer heads per call)",
-                       d.Hqk, major, rt.cc % 10, rt.sm_count, d.B * d.N * ((d.T + 127) / 128));
+  // 128 right at every size tried). Until that is understood, smaller head dims run one wave per graph: make_plan
+  // splits the batch (one_wave_batches), and one batch must fit.
+  if (forward && major == 9 && d.Hqk < 128 && rt.sm_count > 0 && d.N * ((d.T + 127) / 128) > rt.sm_count)
+    return fmt::format("the FP8 forward with Hqk = {} on compute capability {}.{} needs N·⌈T/128⌉ ≤ {} (the GPU's "
+                       "SMs; here {}): beyond one wave of query tiles cuDNN returned a wrong O, and a batch is the "
+                       "smallest piece the path splits a call into (use Hqk 128, or fewer heads per call)",
+                       d.Hqk, major, rt.cc % 10, rt.sm_count, d.N * ((d.T + 127) / 128));
   if (forward && d.T == 1 && major == 9)
     return std::string("the FP8 forward with T = 1 is unsupported by cuDNN on compute capability 9.x (it runs one "
                        "query row on its sm_80 decode kernels, which have no FP8)");
@@ -236,6 +237,15 @@ std::optional<std::string> fp8_mask_rule(const core::Problem& p, const Runtime& 
   if (p.direction == core::Direction::backward && spec.bottom_right && (d.T > d.S || d.T % 64 || d.S % 64))
     return std::string("the FP8 backward with a bottom-right mask needs T ≤ S and T, S multiples of 64 in cuDNN");
   return std::nullopt;
+}
+
+// The batches per graph of an FP8 forward that must stay within one wave (see fp8_rule): the largest divisor of B
+// whose query tiles fit in the GPU's SMs, so that every chunk has the same shape and one graph serves them all.
+std::int64_t one_wave_batches(const core::Dims& d, int sm_count) {
+  const std::int64_t per_batch = d.N * ((d.T + 127) / 128);
+  std::int64_t batches = std::min<std::int64_t>(d.B, std::max<std::int64_t>(1, sm_count / per_batch));
+  while (d.B % batches != 0) --batches;
+  return batches;
 }
 
 }  // namespace
@@ -301,6 +311,10 @@ std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, 
     spec.o_dtype = p.o.dtype;
     spec.d_o_dtype = forward ? p.o.dtype : p.d_o.dtype;
     spec.grad_dtype = forward ? p.o.dtype : p.dq.dtype;
+    if (forward && rt.cc / 10 == 9 && d.Hqk < 128 && rt.sm_count > 0) {
+      spec.B = one_wave_batches(d, rt.sm_count);
+      plan.batch_chunks = d.B / spec.B;
+    }
   }
   if (auto why = band_rule(p, rt, spec)) return why;
   if (auto why = softcap_rule(p, rt, spec)) return why;

@@ -30,6 +30,9 @@ struct Plan {
   bool forward_fixup = false;
   bool backward_prepare = false;
   bool backward_fixup = false;
+  // FP8 forward on compute capability 9.x at Hqk < 128: the call runs as batch_chunks graphs of spec.B batches each,
+  // one wave of query tiles apiece, their amaxes combined (docs/design.md §7); 1 everywhere else.
+  std::int64_t batch_chunks = 1;
 };
 
 // "9.14.0" for 91400 (cudnnGetVersion()'s encoding since cuDNN 9).

@@ -144,4 +144,24 @@ void backward_fixup(const BackwardFixup& args, cudaStream_t stream) {
   check_launch("cudnn: backward fix-up kernel (dK, dV)");
 }
 
+namespace {
+__global__ void combine_chunk_amaxes_kernel(const float* parts, int chunks, float* amax_s, float* amax_o) {
+  const int k = int(threadIdx.x);  // 0: amax_s, 1: amax_o
+  float* out = k == 0 ? amax_s : amax_o;
+  if (out == nullptr) return;
+  float m = 0.0f;
+  for (int c = 0; c < chunks; ++c) {
+    const float x = parts[2 * c + k];
+    m = (x != x || m != m) ? x + m : fmaxf(m, x);  // NaN propagates (fmaxf alone would drop it)
+  }
+  *out = m;
+}
+}  // namespace
+
+void combine_chunk_amaxes(const float* parts, int chunks, float* amax_s, float* amax_o, cudaStream_t stream) {
+  if (amax_s == nullptr && amax_o == nullptr) return;
+  combine_chunk_amaxes_kernel<<<1, 2, 0, stream>>>(parts, chunks, amax_s, amax_o);
+  check_launch("cudnn: combine_chunk_amaxes");
+}
+
 }  // namespace attnlab::cuda::cudnn

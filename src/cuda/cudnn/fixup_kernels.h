@@ -82,4 +82,8 @@ struct BackwardFixup {
 };
 void backward_fixup(const BackwardFixup& args, cudaStream_t stream);
 
+// An FP8 forward run in batch chunks: amax_s = max over chunks of parts[2c], amax_o = max of parts[2c + 1] (a NaN
+// anywhere wins, as one graph's amax would carry it); a null output is skipped.
+void combine_chunk_amaxes(const float* parts, int chunks, float* amax_s, float* amax_o, cudaStream_t stream);
+
 }  // namespace attnlab::cuda::cudnn
