@@ -344,7 +344,10 @@ Outcome run_fp8(const Fp8Options& o) {
       else cells.insert(cells.end(), {"did not run", r16.note.substr(0, 60)});
       if (it != t8.end() && it->ok) {
         cells.insert(cells.end(), {fmt_opt(it->ms_median, "{:.4f}"), fmt_opt(it->tflops, "{:.1f}")});
-        cells.push_back(r16.ok ? fmt::format("{:.2f}× faster", *r16.ms_median / *it->ms_median) : "—");
+        const double speedup = r16.ok ? *r16.ms_median / *it->ms_median : 0.0;
+        cells.push_back(!r16.ok ? "—"
+                        : speedup >= 1.0 ? fmt::format("{:.2f}× faster", speedup)
+                                         : fmt::format("{:.2f}× slower", 1.0 / speedup));
       } else {
         const std::string reason = it != t8.end() ? it->note : why != support.end() ? why->second : "not asked";
         cells.insert(cells.end(), {"no FP8", reason.substr(0, 60), "—"});

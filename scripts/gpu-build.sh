@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds attnlab for a GPU machine into one self-contained folder (default: build/gpu-dist):
-#   bin/attnlab, bin/launch_floor, bin/test_gpu, bin/test_gpu_flash, bin/test_gpu_embed, bin/test_gpu_fp8, bin/test_gpu_fp8_recipe,
+#   bin/attnlab, bin/launch_floor, bin/cudnn_direct, bin/test_gpu, bin/test_gpu_flash, bin/test_gpu_embed, bin/test_gpu_fp8, bin/test_gpu_fp8_recipe,
 #   bin/gpu_teardown,
 #   lib/libattnlab.so*, bench/ (peers.py, summary.py,
 #   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, flash_runs.py, workloads), run.sh, flash-check.sh
@@ -23,7 +23,7 @@ cmake --build "$build" -j"$(nproc)"
 rm -rf "$dist"
 mkdir -p "$dist/bin" "$dist/lib" "$dist/bench"
 cp -P "$build"/src/libattnlab.so* "$dist/lib/"
-cp "$build/lab/attnlab" "$build/lab/launch_floor" "$dist/bin/"
+cp "$build/lab/attnlab" "$build/lab/launch_floor" "$build/lab/cudnn_direct" "$dist/bin/"
 cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$build/tests/test_gpu_embed" \
   "$build/tests/test_gpu_fp8" "$build/tests/test_gpu_fp8_recipe" "$build/tests/gpu_teardown" "$dist/bin/"
 cp "$root/scripts/gpu-run.sh" "$dist/run.sh"

@@ -212,6 +212,24 @@ TEST(GpuFp8Rules, SmallHeadDimsBeyondOneWave) {
   expect_refusal(call, "cudnn", attnlab::ErrorCode::unsupported, "needs N·⌈T/128⌉ ≤");
 }
 
+// Amaxes left null: the graph writes them to the call's scratch; O is the same as with the caller's amaxes.
+TEST(GpuFp8Forward, NullAmaxesGoToScratch) {
+  ATTNLAB_REQUIRE_FP8_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  fp8ref::Problem p = random_fp8_problem(rng, 1, 128, 203, 2, 1, 128, 128, true, false, 448.0f);
+  p.scale_o = 4.0f;
+  Fp8Call call(p, false);
+  call.run("cudnn");
+  const Fp8Result with = call.result();
+  call.poison_outputs();
+  call.drop_amaxes();
+  call.run("cudnn");
+  const Fp8Result without = call.result();
+  EXPECT_EQ(with.o, without.o);
+  EXPECT_TRUE(std::isnan(without.amax_s) && std::isnan(without.amax_o)) << "the caller's amaxes were written";
+  EXPECT_FALSE(std::isnan(with.amax_s) || std::isnan(with.amax_o));
+}
+
 TEST(GpuFp8Rules, MissingScalesAreInvalid) {
   ATTNLAB_REQUIRE_FP8_GPU();
   ATTNLAB_TEST_RNG(rng);
