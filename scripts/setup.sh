@@ -16,7 +16,7 @@ CUTLASS_VERSION=4.2.0.0
 CUDA_BINUTILS_VERSION=13.2.86  # nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (PyPI has no 13.0 builds)
 
 debian_packages=(build-essential cmake ninja-build pkg-config googletest libgtest-dev libfmt-dev libcli11-dev
-                 nlohmann-json3-dev python3 python3-pip)
+                 nlohmann-json3-dev python3 python3-pip python3-venv)
 if [[ "${ATTNLAB_WITH_BROWSER:-0}" == 1 ]]; then debian_packages+=(chromium); fi
 
 missing=()

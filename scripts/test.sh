@@ -2,6 +2,8 @@
 # Builds and tests every configuration this machine can build: the CPU-only `cpu` preset always, and the
 # `default` preset (CUDA paths) when nvcc is found, so both sides of ATTNLAB_CUDA are tested. GPU tests skip
 # cleanly on machines without a GPU.
+# Then the Python package: built by `pip install .` (CPU paths; the C++ presets above cover CUDA's) into a fresh
+# virtual environment, and its tests (python/tests) run there.
 # Usage: scripts/test.sh       exits non-zero when a configuration fails to build or a test fails
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,5 +38,18 @@ for preset in "${presets[@]}"; do
 done
 
 echo
+echo "=== test: the Python package ==="
+venv="$root/build/python-venv"
+rm -rf "$venv"
+if python3 -m venv "$venv" && "$venv/bin/pip" install -q ".[test]" --config-settings=cmake.define.ATTNLAB_CUDA=OFF &&
+   (cd "$venv" && "$venv/bin/python" -m pytest -q -rs "$root/python/tests"); then
+  result[python]=passed
+else
+  result[python]=FAILED
+  failed=1
+fi
+
+echo
 for preset in "${presets[@]}"; do echo "test: preset '$preset': ${result[$preset]}"; done
+echo "test: the Python package: ${result[python]}"
 exit "$failed"

@@ -1,0 +1,172 @@
+// attnlab's Python extension (_attnlab): the C++ API over DLPack arrays, through nanobind. It owns no tensor
+// memory: python/attnlab/__init__.py allocates outputs with the caller's array library and passes every array
+// here as a view (nb::ndarray: NumPy, PyTorch, CuPy, JAX buffers, CPU or CUDA, any strides). The GIL is released
+// for the call itself. Errors come back as attnlab.Error carrying the library's code and message.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnlab/attention.h"
+#include "attnlab/version.h"
+
+namespace nb = nanobind;
+using Array = nb::ndarray<>;
+
+namespace {
+
+attnlab::DType dtype_of(const Array& a, const char* name) {
+  const nb::dlpack::dtype d = a.dtype();
+  const auto code = nb::dlpack::dtype_code(d.code);
+  if (d.lanes == 1) {
+    if (code == nb::dlpack::dtype_code::Float && d.bits == 32) return attnlab::DType::f32;
+    if (code == nb::dlpack::dtype_code::Float && d.bits == 16) return attnlab::DType::f16;
+    if (code == nb::dlpack::dtype_code::Bfloat && d.bits == 16) return attnlab::DType::bf16;
+    if (code == nb::dlpack::dtype_code::Int && d.bits == 32) return attnlab::DType::i32;
+    if ((code == nb::dlpack::dtype_code::Bool || code == nb::dlpack::dtype_code::UInt) && d.bits == 8)
+      return attnlab::DType::u8;
+  }
+  throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
+                       std::string(name) + ": element type (DLPack code " + std::to_string(int(d.code)) + ", " +
+                           std::to_string(int(d.bits)) + " bits) unsupported; use float32, float16, bfloat16 (int32 " +
+                           "lengths, bool masks)");
+}
+
+// A DLPack array as the library's view: its pointer, dtype, device and element strides.
+attnlab::TensorView view_of(const Array& a, const char* name) {
+  attnlab::TensorView v;
+  if (a.ndim() > std::size_t(attnlab::kMaxRank))
+    throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
+                         std::string(name) + " has " + std::to_string(a.ndim()) + " dimensions; at most 4");
+  v.data = a.data();
+  v.dtype = dtype_of(a, name);
+  if (a.device_type() == nb::device::cpu::value) {
+    v.device = attnlab::Device::cpu;
+  } else if (a.device_type() == nb::device::cuda::value) {
+    v.device = attnlab::Device::cuda;
+    v.device_index = a.device_id();
+  } else {
+    throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
+                         std::string(name) + ": DLPack device type " + std::to_string(a.device_type()) +
+                             " unsupported; CPU or CUDA arrays");
+  }
+  v.rank = int(a.ndim());
+  for (std::size_t i = 0; i < a.ndim(); ++i) {
+    v.shape[i] = std::int64_t(a.shape(i));
+    v.strides[i] = a.stride(i);
+  }
+  return v;
+}
+
+attnlab::TensorView optional_view(const std::optional<Array>& a, const char* name) {
+  return a ? view_of(*a, name) : attnlab::TensorView{};
+}
+
+// One context per thread: a context is used by one thread at a time (attention.h), and its workspace and cuDNN
+// graphs are what make a repeated call cheap.
+attnlab::Context& thread_context() {
+  thread_local attnlab::Context ctx;
+  return ctx;
+}
+
+attnlab::Options options(std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
+                         std::int64_t window_right, const std::optional<Array>& q_seqlens,
+                         const std::optional<Array>& kv_seqlens, const std::optional<Array>& bias,
+                         const std::optional<Array>& mask, const std::string& path) {
+  attnlab::Options o;
+  o.scale = scale;
+  o.mask.causal = causal;
+  o.mask.align = bottom_right ? attnlab::MaskAlign::bottom_right : attnlab::MaskAlign::top_left;
+  o.mask.window_left = window_left;
+  o.mask.window_right = window_right;
+  o.q_seqlens = optional_view(q_seqlens, "query_seq_lengths");
+  o.kv_seqlens = optional_view(kv_seqlens, "key_value_seq_lengths");
+  o.bias = optional_view(bias, "bias");
+  o.bool_mask = optional_view(mask, "mask");
+  o.path = path;
+  return o;
+}
+
+// forward(q, k, v, o, lse, ...) → the path that ran. `stream` is a cudaStream_t as an integer (0 = legacy default).
+std::string forward(const Array& q, const Array& k, const Array& v, const Array& o, const std::optional<Array>& lse,
+                    std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
+                    std::int64_t window_right, const std::optional<Array>& q_seqlens,
+                    const std::optional<Array>& kv_seqlens, const std::optional<Array>& bias,
+                    const std::optional<Array>& mask, const std::string& path, std::uintptr_t stream) {
+  attnlab::ForwardArgs a;
+  a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
+  a.lse = optional_view(lse, "lse");
+  a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
+  attnlab::Context& ctx = thread_context();
+  nb::gil_scoped_release release;
+  ctx.set_stream(reinterpret_cast<void*>(stream));
+  return attnlab::forward(ctx, a).path;
+}
+
+std::string backward(const Array& q, const Array& k, const Array& v, const Array& o, const Array& d_o,
+                     const Array& lse, const Array& dq, const Array& dk, const Array& dv, std::optional<float> scale,
+                     bool causal, bool bottom_right, std::int64_t window_left, std::int64_t window_right,
+                     const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
+                     const std::optional<Array>& bias, const std::optional<Array>& mask, const std::string& path,
+                     std::uintptr_t stream) {
+  attnlab::BackwardArgs a;
+  a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
+  a.d_o = view_of(d_o, "d_out"), a.lse = view_of(lse, "lse");
+  a.dq = view_of(dq, "d_query"), a.dk = view_of(dk, "d_key"), a.dv = view_of(dv, "d_value");
+  a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
+  attnlab::Context& ctx = thread_context();
+  nb::gil_scoped_release release;
+  ctx.set_stream(reinterpret_cast<void*>(stream));
+  return attnlab::backward(ctx, a).path;
+}
+
+}  // namespace
+
+NB_MODULE(_attnlab, m) {
+  m.doc() = "attnlab's C++ API over DLPack arrays (use the attnlab package, not this module)";
+  m.attr("__version__") = ATTNLAB_VERSION_STRING;
+
+  static nb::object error_type = nb::exception<attnlab::Error>(m, "Error", PyExc_ValueError);
+  (void)error_type;
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const attnlab::Error& e) {
+      nb::object err = error_type(std::string(e.what()));
+      err.attr("code") = int(e.code());
+      PyErr_SetObject(error_type.ptr(), err.ptr());
+    }
+  });
+
+  m.def(
+      "paths",
+      [] {
+        std::vector<nb::dict> out;
+        for (const attnlab::PathInfo& p : attnlab::list_paths()) {
+          nb::dict d;
+          d["name"] = p.name;
+          d["device"] = std::string(attnlab::to_string(p.device));
+          d["available"] = p.available;
+          d["unavailable"] = p.unavailable;
+          d["summary"] = p.summary;
+          out.push_back(d);
+        }
+        return out;
+      },
+      "Every path of this build: name, device, whether it can run here (and why not), what it is.");
+  m.def("forward", &forward, nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("lse").none(),
+        nb::arg("scale").none(), nb::arg("causal"), nb::arg("bottom_right"), nb::arg("window_left"),
+        nb::arg("window_right"), nb::arg("q_seqlens").none(), nb::arg("kv_seqlens").none(), nb::arg("bias").none(),
+        nb::arg("mask").none(), nb::arg("path"), nb::arg("stream"));
+  m.def("backward", &backward, nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"),
+        nb::arg("d_out"), nb::arg("lse"), nb::arg("d_query"), nb::arg("d_key"), nb::arg("d_value"),
+        nb::arg("scale").none(), nb::arg("causal"), nb::arg("bottom_right"), nb::arg("window_left"),
+        nb::arg("window_right"), nb::arg("q_seqlens").none(), nb::arg("kv_seqlens").none(), nb::arg("bias").none(),
+        nb::arg("mask").none(), nb::arg("path"), nb::arg("stream"));
+}
