@@ -15,6 +15,9 @@
 
 #include "attnlab/attention.h"
 #include "attnlab/version.h"
+#if ATTNLAB_JAX_FFI
+#include "jax_ffi.h"
+#endif
 
 namespace nb = nanobind;
 using Array = nb::ndarray<>;
@@ -160,6 +163,17 @@ NB_MODULE(_attnlab, m) {
         return out;
       },
       "Every path of this build: name, device, whether it can run here (and why not), what it is.");
+  m.def(
+      "jax_handlers",
+      [] {
+        std::vector<nb::tuple> out;
+#if ATTNLAB_JAX_FFI
+        for (const attnlab_python::JaxHandler& h : attnlab_python::jax_handlers())
+          out.push_back(nb::make_tuple(h.target, h.platform, nb::capsule(h.handler)));
+#endif
+        return out;
+      },
+      "The XLA FFI handlers (target, platform, capsule) of this build; empty when it was built without jaxlib.");
   m.def("forward", &forward, nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("lse").none(),
         nb::arg("scale").none(), nb::arg("causal"), nb::arg("bottom_right"), nb::arg("window_left"),
         nb::arg("window_right"), nb::arg("q_seqlens").none(), nb::arg("kv_seqlens").none(), nb::arg("bias").none(),

@@ -1,0 +1,75 @@
+"""attnlab.jax.dot_product_attention (the XLA FFI op) on JAX's CPU platform against jax.nn.dot_product_attention
+itself: forward on odd shapes with GQA/MQA, causal and local windows, unbatched inputs, under jit, jax.grad of all
+three inputs, bfloat16, each CPU path by name, and the rules it refuses. Skipped visibly where JAX is not installed."""
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax", reason="JAX is not installed: the JAX op's tests are skipped")
+jnp = jax.numpy
+aj = pytest.importorskip("attnlab.jax")
+import attnlab  # noqa: E402
+
+
+def draw(seed, b, t, s, n, k, h, dtype=jnp.float32):
+    rng = np.random.default_rng(seed)
+    return tuple(jnp.asarray(rng.standard_normal(shape), dtype)
+                 for shape in ((b, t, n, h), (b, s, k, h), (b, s, k, h)))
+
+
+def close(a, b, tol):
+    assert not bool(jnp.isnan(a).any())
+    np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("path", [None, "cpu-naive", "cpu-flash"])
+@pytest.mark.parametrize("shape", [(1, 1, 1, 2, 2, 64), (2, 113, 203, 4, 2, 64), (1, 203, 113, 4, 1, 32),
+                                   (2, 64, 64, 2, 2, 128)])
+def test_forward_matches_jax(path, shape):
+    q, k, v = draw(sum(shape), *shape)
+    close(aj.dot_product_attention(q, k, v, implementation=path), jax.nn.dot_product_attention(q, k, v), 2e-5)
+    if shape[1] == shape[2]:
+        close(aj.dot_product_attention(q, k, v, is_causal=True, implementation=path),
+              jax.nn.dot_product_attention(q, k, v, is_causal=True), 2e-5)
+
+
+def test_windows_unbatched_and_jit():
+    q, k, v = draw(1, 2, 90, 90, 4, 2, 64)
+    close(aj.dot_product_attention(q, k, v, local_window_size=(7, 3)),
+          jax.nn.dot_product_attention(q, k, v, local_window_size=(7, 3)), 2e-5)
+    close(aj.dot_product_attention(q, k, v, local_window_size=5, is_causal=True),
+          jax.nn.dot_product_attention(q, k, v, local_window_size=5, is_causal=True), 2e-5)
+    close(aj.dot_product_attention(q[0], k[0], v[0]), jax.nn.dot_product_attention(q[0], k[0], v[0]), 2e-5)
+    fn = jax.jit(aj.dot_product_attention, static_argnames=("is_causal",))
+    close(fn(q, k, v, is_causal=True), jax.nn.dot_product_attention(q, k, v, is_causal=True), 2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_grad_matches_jax(causal):
+    q, k, v = draw(2, 2, 70, 70, 4, 1, 64)
+    weights = jnp.asarray(np.random.default_rng(3).standard_normal((2, 70, 4, 64)), jnp.float32)
+
+    def loss(fn):
+        return lambda q, k, v: (fn(q, k, v, is_causal=causal) * weights).sum()
+
+    got = jax.jit(jax.grad(loss(aj.dot_product_attention), argnums=(0, 1, 2)))(q, k, v)
+    want = jax.grad(loss(jax.nn.dot_product_attention), argnums=(0, 1, 2))(q, k, v)
+    for g, w in zip(got, want):
+        close(g, w, 1e-4)
+
+
+def test_bfloat16():
+    q, k, v = draw(4, 1, 64, 80, 2, 2, 64, jnp.bfloat16)
+    got = aj.dot_product_attention(q, k, v)
+    assert got.dtype == jnp.bfloat16 and got.shape == (1, 64, 2, 64)
+    want = jax.nn.dot_product_attention(*(x.astype(jnp.float32) for x in (q, k, v)))
+    close(got, want, 2e-2)
+
+
+def test_refusals_name_the_rule():
+    q, k, v = draw(5, 1, 8, 8, 2, 2, 64)
+    with pytest.raises(attnlab.Error, match="no bias, mask or sequence lengths"):
+        aj.dot_product_attention(q, k, v, bias=jnp.zeros((8, 8)))
+    with pytest.raises(Exception, match="no-such-path"):
+        aj.dot_product_attention(q, k, v, implementation="no-such-path").block_until_ready()
+    with pytest.raises(attnlab.Error, match="JAX op"):
+        attnlab.dot_product_attention(q, k, v)
