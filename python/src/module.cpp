@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -96,20 +97,71 @@ attnlab::Options options(std::optional<float> scale, bool causal, bool bottom_ri
   return o;
 }
 
+// A caller's scratch (a uint8 array of the call's device) as the call's workspace: GPU paths then take all their
+// scratch from it and allocate nothing (attention.h, ForwardArgs::workspace).
+std::optional<attnlab::DeviceBuffer> workspace_of(const std::optional<Array>& w) {
+  if (!w) return std::nullopt;
+  return attnlab::DeviceBuffer{w->data(), w->nbytes()};
+}
+
+attnlab::ForwardArgs forward_args(const Array& q, const Array& k, const Array& v, const Array& o,
+                                  const std::optional<Array>& lse, std::optional<float> scale, bool causal,
+                                  bool bottom_right, std::int64_t window_left, std::int64_t window_right,
+                                  const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
+                                  const std::optional<Array>& bias, const std::optional<Array>& mask,
+                                  const std::string& path, const std::optional<Array>& workspace) {
+  attnlab::ForwardArgs a;
+  a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
+  a.lse = optional_view(lse, "lse");
+  a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
+  a.workspace = workspace_of(workspace);
+  return a;
+}
+
 // forward(q, k, v, o, lse, ...) → the path that ran. `stream` is a cudaStream_t as an integer (0 = legacy default).
 std::string forward(const Array& q, const Array& k, const Array& v, const Array& o, const std::optional<Array>& lse,
                     std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
                     std::int64_t window_right, const std::optional<Array>& q_seqlens,
                     const std::optional<Array>& kv_seqlens, const std::optional<Array>& bias,
-                    const std::optional<Array>& mask, const std::string& path, std::uintptr_t stream) {
-  attnlab::ForwardArgs a;
-  a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
-  a.lse = optional_view(lse, "lse");
-  a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
+                    const std::optional<Array>& mask, const std::string& path, std::uintptr_t stream,
+                    const std::optional<Array>& workspace) {
+  const attnlab::ForwardArgs a = forward_args(q, k, v, o, lse, scale, causal, bottom_right, window_left, window_right,
+                                              q_seqlens, kv_seqlens, bias, mask, path, workspace);
   attnlab::Context& ctx = thread_context();
   nb::gil_scoped_release release;
   ctx.set_stream(reinterpret_cast<void*>(stream));
   return attnlab::forward(ctx, a).path;
+}
+
+// The scratch bytes that call would need from a caller workspace (attnlab::workspace_size).
+std::size_t forward_workspace_size(const Array& q, const Array& k, const Array& v, const Array& o,
+                                   const std::optional<Array>& lse, std::optional<float> scale, bool causal,
+                                   bool bottom_right, std::int64_t window_left, std::int64_t window_right,
+                                   const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
+                                   const std::optional<Array>& bias, const std::optional<Array>& mask,
+                                   const std::string& path, std::uintptr_t stream) {
+  const attnlab::ForwardArgs a = forward_args(q, k, v, o, lse, scale, causal, bottom_right, window_left, window_right,
+                                              q_seqlens, kv_seqlens, bias, mask, path, std::nullopt);
+  attnlab::Context& ctx = thread_context();
+  nb::gil_scoped_release release;
+  ctx.set_stream(reinterpret_cast<void*>(stream));
+  return attnlab::workspace_size(ctx, a);
+}
+
+attnlab::BackwardArgs backward_args(const Array& q, const Array& k, const Array& v, const Array& o,
+                                    const Array& d_o, const Array& lse, const Array& dq, const Array& dk,
+                                    const Array& dv, std::optional<float> scale, bool causal, bool bottom_right,
+                                    std::int64_t window_left, std::int64_t window_right,
+                                    const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
+                                    const std::optional<Array>& bias, const std::optional<Array>& mask,
+                                    const std::string& path, const std::optional<Array>& workspace) {
+  attnlab::BackwardArgs a;
+  a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
+  a.d_o = view_of(d_o, "d_out"), a.lse = view_of(lse, "lse");
+  a.dq = view_of(dq, "d_query"), a.dk = view_of(dk, "d_key"), a.dv = view_of(dv, "d_value");
+  a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
+  a.workspace = workspace_of(workspace);
+  return a;
 }
 
 std::string backward(const Array& q, const Array& k, const Array& v, const Array& o, const Array& d_o,
@@ -117,16 +169,30 @@ std::string backward(const Array& q, const Array& k, const Array& v, const Array
                      bool causal, bool bottom_right, std::int64_t window_left, std::int64_t window_right,
                      const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
                      const std::optional<Array>& bias, const std::optional<Array>& mask, const std::string& path,
-                     std::uintptr_t stream) {
-  attnlab::BackwardArgs a;
-  a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
-  a.d_o = view_of(d_o, "d_out"), a.lse = view_of(lse, "lse");
-  a.dq = view_of(dq, "d_query"), a.dk = view_of(dk, "d_key"), a.dv = view_of(dv, "d_value");
-  a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
+                     std::uintptr_t stream, const std::optional<Array>& workspace) {
+  const attnlab::BackwardArgs a = backward_args(q, k, v, o, d_o, lse, dq, dk, dv, scale, causal, bottom_right,
+                                                window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path,
+                                                workspace);
   attnlab::Context& ctx = thread_context();
   nb::gil_scoped_release release;
   ctx.set_stream(reinterpret_cast<void*>(stream));
   return attnlab::backward(ctx, a).path;
+}
+
+std::size_t backward_workspace_size(const Array& q, const Array& k, const Array& v, const Array& o, const Array& d_o,
+                                    const Array& lse, const Array& dq, const Array& dk, const Array& dv,
+                                    std::optional<float> scale, bool causal, bool bottom_right,
+                                    std::int64_t window_left, std::int64_t window_right,
+                                    const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
+                                    const std::optional<Array>& bias, const std::optional<Array>& mask,
+                                    const std::string& path, std::uintptr_t stream) {
+  const attnlab::BackwardArgs a = backward_args(q, k, v, o, d_o, lse, dq, dk, dv, scale, causal, bottom_right,
+                                                window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path,
+                                                std::nullopt);
+  attnlab::Context& ctx = thread_context();
+  nb::gil_scoped_release release;
+  ctx.set_stream(reinterpret_cast<void*>(stream));
+  return attnlab::workspace_size(ctx, a);
 }
 
 }  // namespace
@@ -174,13 +240,26 @@ NB_MODULE(_attnlab, m) {
         return out;
       },
       "The XLA FFI handlers (target, platform, capsule) of this build; empty when it was built without jaxlib.");
-  m.def("forward", &forward, nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("lse").none(),
-        nb::arg("scale").none(), nb::arg("causal"), nb::arg("bottom_right"), nb::arg("window_left"),
-        nb::arg("window_right"), nb::arg("q_seqlens").none(), nb::arg("kv_seqlens").none(), nb::arg("bias").none(),
-        nb::arg("mask").none(), nb::arg("path"), nb::arg("stream"));
-  m.def("backward", &backward, nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"),
-        nb::arg("d_out"), nb::arg("lse"), nb::arg("d_query"), nb::arg("d_key"), nb::arg("d_value"),
-        nb::arg("scale").none(), nb::arg("causal"), nb::arg("bottom_right"), nb::arg("window_left"),
-        nb::arg("window_right"), nb::arg("q_seqlens").none(), nb::arg("kv_seqlens").none(), nb::arg("bias").none(),
-        nb::arg("mask").none(), nb::arg("path"), nb::arg("stream"));
+  // The options shared by every call, after its arrays.
+  auto opts = [](auto&&... arrays) {
+    return std::make_tuple(arrays..., nb::arg("scale").none(), nb::arg("causal"), nb::arg("bottom_right"),
+                           nb::arg("window_left"), nb::arg("window_right"), nb::arg("q_seqlens").none(),
+                           nb::arg("kv_seqlens").none(), nb::arg("bias").none(), nb::arg("mask").none(),
+                           nb::arg("path"), nb::arg("stream"));
+  };
+  auto def = [&](const char* name, auto fn, auto args, auto... extra) {
+    std::apply([&](auto... a) { m.def(name, fn, a..., extra...); }, args);
+  };
+  def("forward", &forward,
+      opts(nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("lse").none()),
+      nb::arg("workspace").none() = nb::none());
+  def("forward_workspace_size", &forward_workspace_size,
+      opts(nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("lse").none()));
+  def("backward", &backward,
+      opts(nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("d_out"), nb::arg("lse"),
+           nb::arg("d_query"), nb::arg("d_key"), nb::arg("d_value")),
+      nb::arg("workspace").none() = nb::none());
+  def("backward_workspace_size", &backward_workspace_size,
+      opts(nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("d_out"), nb::arg("lse"),
+           nb::arg("d_query"), nb::arg("d_key"), nb::arg("d_value")));
 }
