@@ -23,6 +23,8 @@ std::optional<attnlab::DType> dtype_of(ffi::DataType t) {
     case ffi::DataType::F32: return attnlab::DType::f32;
     case ffi::DataType::F16: return attnlab::DType::f16;
     case ffi::DataType::BF16: return attnlab::DType::bf16;
+    case ffi::DataType::S32: return attnlab::DType::i32;   // sequence lengths
+    case ffi::DataType::PRED: return attnlab::DType::u8;   // a boolean mask: one byte per element
     default: return std::nullopt;
   }
 }
@@ -45,6 +47,9 @@ attnlab::TensorView view(const ffi::AnyBuffer& b, attnlab::Device device, int de
   return v;
 }
 
+// The optional operands after the fixed ones, in this order, each present when its bit of `extras` is set.
+enum Extra : std::int64_t { kBias = 1, kMask = 2, kQueryLengths = 4, kKeyLengths = 8 };
+
 attnlab::Options options(float scale, bool causal, std::int64_t window_left, std::int64_t window_right,
                          std::string_view path) {
   attnlab::Options o;
@@ -54,6 +59,23 @@ attnlab::Options options(float scale, bool causal, std::int64_t window_left, std
   o.mask.window_right = window_right;
   o.path = std::string(path);
   return o;
+}
+
+// Fills the options' bias, mask and lengths from the call's remaining operands.
+ffi::Error add_extras(attnlab::Options& o, const ffi::RemainingArgs& rest, std::int64_t extras,
+                      attnlab::Device device, int device_index) {
+  std::size_t next = 0;
+  attnlab::TensorView* slots[] = {&o.bias, &o.bool_mask, &o.q_seqlens, &o.kv_seqlens};
+  for (int bit = 0; bit < 4; ++bit) {
+    if ((extras & (std::int64_t(1) << bit)) == 0) continue;
+    ffi::ErrorOr<ffi::AnyBuffer> b = rest.get<ffi::AnyBuffer>(next++);
+    if (!b.has_value()) return b.error();
+    if (!dtype_of(b->element_type()))
+      return ffi::Error::InvalidArgument("attnlab: bias, mask and lengths must be float, bool and int32 arrays");
+    *slots[bit] = view(*b, device, device_index);
+  }
+  if (next != rest.size()) return ffi::Error::InvalidArgument("attnlab: operands do not match the extras attribute");
+  return ffi::Error::Success();
 }
 
 ffi::Error to_ffi(const attnlab::Error& e) {
@@ -93,9 +115,9 @@ ffi::Error lend_workspace(attnlab::Context& ctx, Args& a, ffi::ScratchAllocator*
 }
 
 ffi::Error forward(attnlab::Device device, int device_index, void* stream, ffi::ScratchAllocator* scratch,
-                   ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::Result<ffi::AnyBuffer> o,
-                   ffi::Result<ffi::AnyBuffer> lse, float scale, bool causal, std::int64_t window_left,
-                   std::int64_t window_right, std::string_view path) {
+                   ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::RemainingArgs rest,
+                   ffi::Result<ffi::AnyBuffer> o, ffi::Result<ffi::AnyBuffer> lse, float scale, bool causal,
+                   std::int64_t window_left, std::int64_t window_right, std::string_view path, std::int64_t extras) {
   if (ffi::Error e = check_dtypes({&q, &k, &v, &*o}); e.failure()) return e;
   try {
     attnlab::ForwardArgs a;
@@ -104,6 +126,7 @@ ffi::Error forward(attnlab::Device device, int device_index, void* stream, ffi::
     a.lse = view(*lse, device, device_index);
     a.lse.dtype = attnlab::DType::f32;
     a.options = options(scale, causal, window_left, window_right, path);
+    if (ffi::Error e = add_extras(a.options, rest, extras, device, device_index); e.failure()) return e;
     attnlab::Context& ctx = thread_context();
     ctx.set_stream(stream);
     if (ffi::Error e = lend_workspace(ctx, a, scratch); e.failure()) return e;
@@ -116,9 +139,9 @@ ffi::Error forward(attnlab::Device device, int device_index, void* stream, ffi::
 
 ffi::Error backward(attnlab::Device device, int device_index, void* stream, ffi::ScratchAllocator* scratch,
                     ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer o, ffi::AnyBuffer d_o,
-                    ffi::AnyBuffer lse, ffi::Result<ffi::AnyBuffer> dq, ffi::Result<ffi::AnyBuffer> dk,
-                    ffi::Result<ffi::AnyBuffer> dv, float scale, bool causal, std::int64_t window_left,
-                    std::int64_t window_right, std::string_view path) {
+                    ffi::AnyBuffer lse, ffi::RemainingArgs rest, ffi::Result<ffi::AnyBuffer> dq,
+                    ffi::Result<ffi::AnyBuffer> dk, ffi::Result<ffi::AnyBuffer> dv, float scale, bool causal,
+                    std::int64_t window_left, std::int64_t window_right, std::string_view path, std::int64_t extras) {
   if (ffi::Error e = check_dtypes({&q, &k, &v, &o, &d_o}); e.failure()) return e;
   try {
     attnlab::BackwardArgs a;
@@ -129,6 +152,7 @@ ffi::Error backward(attnlab::Device device, int device_index, void* stream, ffi:
     a.dq = view(*dq, device, device_index), a.dk = view(*dk, device, device_index);
     a.dv = view(*dv, device, device_index);
     a.options = options(scale, causal, window_left, window_right, path);
+    if (ffi::Error e = add_extras(a.options, rest, extras, device, device_index); e.failure()) return e;
     attnlab::Context& ctx = thread_context();
     ctx.set_stream(stream);
     if (ffi::Error e = lend_workspace(ctx, a, scratch); e.failure()) return e;
@@ -139,34 +163,36 @@ ffi::Error backward(attnlab::Device device, int device_index, void* stream, ffi:
   return ffi::Error::Success();
 }
 
-ffi::Error forward_cpu(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::Result<ffi::AnyBuffer> o,
-                       ffi::Result<ffi::AnyBuffer> lse, float scale, bool causal, std::int64_t window_left,
-                       std::int64_t window_right, std::string_view path) {
-  return forward(attnlab::Device::cpu, 0, nullptr, nullptr, q, k, v, o, lse, scale, causal, window_left,
-                 window_right, path);
+ffi::Error forward_cpu(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::RemainingArgs rest,
+                       ffi::Result<ffi::AnyBuffer> o, ffi::Result<ffi::AnyBuffer> lse, float scale, bool causal,
+                       std::int64_t window_left, std::int64_t window_right, std::string_view path,
+                       std::int64_t extras) {
+  return forward(attnlab::Device::cpu, 0, nullptr, nullptr, q, k, v, rest, o, lse, scale, causal, window_left,
+                 window_right, path, extras);
 }
 ffi::Error backward_cpu(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer o, ffi::AnyBuffer d_o,
-                        ffi::AnyBuffer lse, ffi::Result<ffi::AnyBuffer> dq, ffi::Result<ffi::AnyBuffer> dk,
-                        ffi::Result<ffi::AnyBuffer> dv, float scale, bool causal, std::int64_t window_left,
-                        std::int64_t window_right, std::string_view path) {
-  return backward(attnlab::Device::cpu, 0, nullptr, nullptr, q, k, v, o, d_o, lse, dq, dk, dv, scale, causal,
-                  window_left, window_right, path);
+                        ffi::AnyBuffer lse, ffi::RemainingArgs rest, ffi::Result<ffi::AnyBuffer> dq,
+                        ffi::Result<ffi::AnyBuffer> dk, ffi::Result<ffi::AnyBuffer> dv, float scale, bool causal,
+                        std::int64_t window_left, std::int64_t window_right, std::string_view path,
+                        std::int64_t extras) {
+  return backward(attnlab::Device::cpu, 0, nullptr, nullptr, q, k, v, o, d_o, lse, rest, dq, dk, dv, scale, causal,
+                  window_left, window_right, path, extras);
 }
 #if ATTNLAB_WITH_CUDA
 ffi::Error forward_cuda(void* stream, std::int32_t device, ffi::ScratchAllocator scratch, ffi::AnyBuffer q,
-                        ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::Result<ffi::AnyBuffer> o,
+                        ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::RemainingArgs rest, ffi::Result<ffi::AnyBuffer> o,
                         ffi::Result<ffi::AnyBuffer> lse, float scale, bool causal, std::int64_t window_left,
-                        std::int64_t window_right, std::string_view path) {
-  return forward(attnlab::Device::cuda, device, stream, &scratch, q, k, v, o, lse, scale, causal, window_left,
-                 window_right, path);
+                        std::int64_t window_right, std::string_view path, std::int64_t extras) {
+  return forward(attnlab::Device::cuda, device, stream, &scratch, q, k, v, rest, o, lse, scale, causal, window_left,
+                 window_right, path, extras);
 }
 ffi::Error backward_cuda(void* stream, std::int32_t device, ffi::ScratchAllocator scratch, ffi::AnyBuffer q,
                          ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::AnyBuffer o, ffi::AnyBuffer d_o, ffi::AnyBuffer lse,
-                         ffi::Result<ffi::AnyBuffer> dq, ffi::Result<ffi::AnyBuffer> dk,
+                         ffi::RemainingArgs rest, ffi::Result<ffi::AnyBuffer> dq, ffi::Result<ffi::AnyBuffer> dk,
                          ffi::Result<ffi::AnyBuffer> dv, float scale, bool causal, std::int64_t window_left,
-                         std::int64_t window_right, std::string_view path) {
-  return backward(attnlab::Device::cuda, device, stream, &scratch, q, k, v, o, d_o, lse, dq, dk, dv, scale, causal,
-                  window_left, window_right, path);
+                         std::int64_t window_right, std::string_view path, std::int64_t extras) {
+  return backward(attnlab::Device::cuda, device, stream, &scratch, q, k, v, o, d_o, lse, rest, dq, dk, dv, scale,
+                  causal, window_left, window_right, path, extras);
 }
 #endif
 
@@ -178,7 +204,8 @@ auto with_attributes(Binding b) {
       .template Attr<bool>("causal")
       .template Attr<std::int64_t>("window_left")
       .template Attr<std::int64_t>("window_right")
-      .template Attr<std::string_view>("path");
+      .template Attr<std::string_view>("path")
+      .template Attr<std::int64_t>("extras");
 }
 
 }  // namespace
@@ -188,6 +215,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(attnlab_forward_cpu, forward_cpu,
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
+                                                  .RemainingArgs()
                                                   .Ret<ffi::AnyBuffer>()
                                                   .Ret<ffi::AnyBuffer>()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(attnlab_backward_cpu, backward_cpu,
@@ -198,6 +226,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(attnlab_backward_cpu, backward_cpu,
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
+                                                  .RemainingArgs()
                                                   .Ret<ffi::AnyBuffer>()
                                                   .Ret<ffi::AnyBuffer>()
                                                   .Ret<ffi::AnyBuffer>()));
@@ -210,6 +239,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(attnlab_forward_cuda, forward_cuda,
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
+                                                  .RemainingArgs()
                                                   .Ret<ffi::AnyBuffer>()
                                                   .Ret<ffi::AnyBuffer>()));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(attnlab_backward_cuda, backward_cuda,
@@ -223,6 +253,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(attnlab_backward_cuda, backward_cuda,
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
                                                   .Arg<ffi::AnyBuffer>()
+                                                  .RemainingArgs()
                                                   .Ret<ffi::AnyBuffer>()
                                                   .Ret<ffi::AnyBuffer>()
                                                   .Ret<ffi::AnyBuffer>()));
