@@ -10,8 +10,7 @@ implementations, so they trace under torch.compile, and autograd through attnlab
 CUDA stream, with their scratch from PyTorch's caching allocator (the library allocates no device memory). Tensors
 are read in place whatever their strides: torch's (B, N, T, H) is passed as a (B, T, N, H) view, no copy.
 """
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: torch.library.custom_op reads the schema from real annotations.
 import math
 from typing import Optional, Sequence, Tuple, Union
 
