@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _attnlab
+from . import _attnlab, _window
 
 Error = _attnlab.Error
 
@@ -103,12 +103,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale: Opt
         query, key, value = query[None], key[None], value[None]
     if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
         raise Error("query, key and value must be (B, T, N, H), (B, S, K, H), (B, S, K, H) (or all without B)")
-    if local_window_size is None:
-        left = right = -1
-    elif isinstance(local_window_size, int):
-        left = right = int(local_window_size)
-    else:
-        left, right = (int(x) for x in local_window_size)
+    left, right = _window(local_window_size)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     config = (scale, bool(is_causal), left, right, implementation or "auto")
     lengths = [None if x is None else jnp.asarray(x, jnp.int32) for x in (query_seq_lengths, key_value_seq_lengths)]

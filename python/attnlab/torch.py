@@ -16,7 +16,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _attnlab
+from . import _attnlab, _window
 
 Error = _attnlab.Error
 
@@ -87,12 +87,7 @@ def dot_product_attention(query, key, value, *, scale: Optional[float] = None, i
                           implementation: Optional[str] = None) -> torch.Tensor:
     """(B, T, N, H) query, (B, S, K, H) key and value (N % K == 0), as jax.nn.dot_product_attention lays them out;
     differentiable. `implementation` names an attnlab path; None lets the library choose."""
-    if local_window_size is None:
-        left = right = -1
-    elif isinstance(local_window_size, int):
-        left = right = int(local_window_size)
-    else:
-        left, right = (int(x) for x in local_window_size)
+    left, right = _window(local_window_size)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     return _forward(query, key, value, scale, bool(is_causal), left, right, implementation or "auto")[0]
 
