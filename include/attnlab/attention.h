@@ -108,7 +108,8 @@ struct Options {
   // A dimension of size 1 broadcasts. At most one of the two.
   TensorView bias;
   TensorView bool_mask;
-  // "auto" or a path name: "cpu-naive", "cpu-flash", "cuda-naive", "cudnn", "flash" (see list_paths()).
+  // "auto" or a path name: "cpu-naive", "cpu-flash", "cuda-naive", "cudnn", "flash", "flash-sm90" (see
+  // list_paths()).
   std::string path = "auto";
 };
 

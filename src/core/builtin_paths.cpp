@@ -16,6 +16,7 @@ namespace cuda {
 const core::Path& naive_path();
 const core::Path& cudnn_path();
 const core::Path& flash_path();
+const core::Path& flash_sm90_path();
 }  // namespace cuda
 #endif
 }  // namespace attnlab
@@ -30,6 +31,7 @@ const std::vector<const Path*>& registered_paths() {
       &cuda::naive_path(),
       &cuda::cudnn_path(),
       &cuda::flash_path(),
+      &cuda::flash_sm90_path(),
 #endif
   };
   return paths;

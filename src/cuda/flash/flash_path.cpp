@@ -21,6 +21,7 @@
 #include "cuda/common/score_modifier.h"
 #include "cuda/common/seqlens.h"
 #include "cuda/flash/launch.h"
+#include "cuda/flash/make_params.h"
 
 namespace attnlab::cuda {
 namespace flash {
@@ -33,7 +34,7 @@ constexpr const char* kHeadDims = "32, 64, 96, 128, 192, 256 and 192/128";
 //   flash_smem_limit lowers the shared memory a launch may use, so that the configurations meant for smaller GPUs
 //     (≤ 99 KB on sm_86/sm_89) run and are tested on large ones;
 //   flash_config (an index into tile_configs.h's list) times or tests one configuration alone;
-//   flash_section_heads sets the scheduler's section size (below).
+//   flash_section_heads sets the scheduler's section size (make_params.cpp).
 // What a launch may use: the device's shared memory (or the tuning limit below it), its SM count, and the
 // configuration index when one is forced.
 LaunchLimits launch_limits(int device, const Tuning& tuning) {
@@ -52,30 +53,6 @@ LaunchLimits launch_limits(int device, const Tuning& tuning) {
   return t;
 }
 
-// Under a causal or window mask, query blocks differ in work: the scheduler (scheduler.cuh) starts the longest
-// first across a section of (batch, head) pairs, whose K and V should stay in L2 while its blocks run. A section
-// is the largest divisor of B·N whose keys and values fill at most half the L2 (equal sections: a short last one
-// would end the grid on long blocks). Below 16 query blocks of 128 rows per head the spread of block lengths is
-// small and a section is one pair, each head's blocks side by side (measured on the H200: longest-first across
-// heads gained 2–4 % at T = 2k–8k but lost 1–4 % at T = 512). ATTNLAB_FLASH_SECTION_HEADS overrides the size
-// when it divides B·N (tests and tuning).
-int section_heads(const core::Problem& p, std::size_t l2_bytes, int forced) {
-  const auto& d = p.dims;
-  const std::int64_t heads = d.B * d.N;
-  if (forced > 0 && heads % forced == 0) return int(forced);
-  const bool banded = p.mask.causal || p.mask.window_left >= 0 || p.mask.window_right >= 0;
-  if (!banded || d.T < 16 * 128) return 1;
-  const double kv_bytes_per_head = double(d.S) * double(d.Hqk + d.Hv) * double(size_of(p.dtype)) / double(d.group());
-  const std::int64_t fit = std::max<std::int64_t>(1, std::int64_t(0.5 * double(l2_bytes) / kv_bytes_per_head));
-  std::int64_t best = 1;
-  for (std::int64_t i = 1; i * i <= heads; ++i) {
-    if (heads % i != 0) continue;
-    if (i <= fit) best = std::max(best, i);
-    if (heads / i <= fit) best = std::max(best, heads / i);
-  }
-  return int(best);
-}
-
 // The kernel moves rows with 16-byte cp.async loads and 16-byte stores.
 std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return fmt::format("{}.data must be 16-byte aligned", name);
@@ -88,32 +65,6 @@ std::optional<std::string> layout_rule(const char* name, const TensorView& t) {
       return fmt::format("{}.strides[{}] = {} must be a multiple of {} elements (16 bytes)", name, d, t.strides[d],
                          per_16_bytes);
   return std::nullopt;
-}
-
-// The kernel's parameters; the per-batch length pointers are filled where the lengths are placed (launch()).
-FlashParams make_params(const core::Problem& p, const Tuning& tuning) {
-  FlashParams f{};
-  f.q = p.q.data, f.k = p.k.data, f.v = p.v.data, f.o = p.o.data;
-  f.q_stride_b = p.q.strides[0], f.q_stride_t = p.q.strides[1], f.q_stride_n = p.q.strides[2];
-  f.k_stride_b = p.k.strides[0], f.k_stride_s = p.k.strides[1], f.k_stride_n = p.k.strides[2];
-  f.v_stride_b = p.v.strides[0], f.v_stride_s = p.v.strides[1], f.v_stride_n = p.v.strides[2];
-  f.o_stride_b = p.o.strides[0], f.o_stride_t = p.o.strides[1], f.o_stride_n = p.o.strides[2];
-  if (p.has_lse()) {
-    f.lse = static_cast<float*>(p.lse.data);
-    f.lse_stride_b = p.lse.strides[0], f.lse_stride_n = p.lse.strides[1], f.lse_stride_t = p.lse.strides[2];
-  }
-  const auto& d = p.dims;
-  f.B = int(d.B), f.T = int(d.T), f.S = int(d.S), f.N = int(d.N), f.group = int(d.group());
-  f.scale = p.scale;
-  f.softcap = p.softcap;
-  f.mask = p.mask;
-  const ScoreModifier mod = score_modifier(p);
-  f.bias = mod.bias;
-  f.bias_dtype = mod.bias_dtype;
-  f.bool_mask = mod.bool_mask;
-  f.mod_stride_b = mod.stride_b, f.mod_stride_n = mod.stride_n, f.mod_stride_t = mod.stride_t;
-  f.section_heads = section_heads(p, device_properties(p.device_index).l2_bytes, tuning.flash_section_heads);
-  return f;
 }
 
 class FlashPath final : public core::Path {

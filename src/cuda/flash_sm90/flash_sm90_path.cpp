@@ -1,0 +1,88 @@
+// flash-sm90: attnlab's Hopper-native forward kernel (wgmma, TMA, warp specialization; kernel.cuh), for compute
+// capability 9.0 (H100/H200) only. This file is the path: its support rules and the host side of a call. `flash`
+// remains the sm_80 family (cuda/flash/) until the measured policy moves the Hopper calls here
+// (core/dispatch_policy.cpp); this path runs only when asked for by name.
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "core/context_impl.h"
+#include "core/error.h"
+#include "core/path.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device.h"
+#include "cuda/flash/make_params.h"
+#include "cuda/flash_sm90/launch.h"
+#include "cuda/flash_sm90/tensor_maps.h"
+
+namespace attnlab::cuda {
+namespace sm90 {
+namespace {
+
+constexpr const char* kName = "flash-sm90";
+
+class FlashSm90Path final : public core::Path {
+ public:
+  std::string_view name() const override { return kName; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two consumer warpgroups); bf16/f16 "
+           "forward, head dim 128, causal/window, GQA/MQA, LSE; cc 9.0";
+  }
+  std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
+
+  std::optional<std::string> why_not(const core::Problem& p) const override { return rules(p); }
+  core::Verdict plan(Context::Impl&, const core::Problem& p) const override { return {rules(p), 0}; }
+
+  std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
+    if (auto why = rules(p)) return why;  // before anything is built or launched
+    KernelParams params{};
+    params.p = flash::make_params(p, *p.tuning);
+    build_tensor_maps(p, params);
+    DeviceGuard guard(p.device_index);
+    ctx.last_workspace_bytes = 0;
+    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), params, p.device_index,
+                   static_cast<cudaStream_t>(ctx.stream));
+    return std::nullopt;
+  }
+
+ private:
+  static std::optional<std::string> rules(const core::Problem& p) {
+    if (p.direction == core::Direction::backward)
+      return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
+    if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+      return fmt::format("{} inputs unsupported; use f16 or bf16", to_string(p.dtype));
+    const auto& d = p.dims;
+    if (!has_instance(DType::bf16, 128, 128))
+      return std::string("this build has no sm_90a kernels (its CUDA architectures did not include 90a)");
+    if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
+      return fmt::format("head dims {}/{} unsupported; it has 128 (other head dims run on path=flash)", d.Hqk, d.Hv);
+    const DeviceProperties& dev = device_properties(p.device_index);
+    if (dev.cc_major != 9 || dev.cc_minor != 0)
+      return fmt::format("needs compute capability 9.0 (its kernels are sm_90a code; this GPU is {}.{}): use "
+                         "path=flash",
+                         dev.cc_major, dev.cc_minor);
+    if (p.softcap > 0.0f || !p.bias.empty() || !p.bool_mask.empty())
+      return std::string("softcap, bias and boolean masks run on path=flash");
+    // Keys past a batch's kv_len may hold NaN, which TMA would load as they are (the sm_80 family zeroes them).
+    if (p.has_seqlens()) return std::string("per-batch sequence lengths run on path=flash");
+    if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
+    if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
+    if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
+      return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
+    return tensor_map_rule(p);
+  }
+};
+
+}  // namespace
+}  // namespace sm90
+
+const core::Path& flash_sm90_path() {
+  static const sm90::FlashSm90Path path;
+  return path;
+}
+
+}  // namespace attnlab::cuda

@@ -1,0 +1,34 @@
+// Run-time dispatch onto the compiled sm_90a instantiations. The list lives in src/CMakeLists.txt, which generates
+// the instance files and sm90_instances.inc (one ATTNLAB_SM90_INSTANCE(Hqk, Hv) line per head-dim pair, each in
+// bf16 and f16).
+#include "cuda/flash_sm90/launch.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/error.h"
+
+namespace attnlab::cuda::sm90 {
+
+bool has_instance(DType dtype, int head_qk, int head_v) {
+  if (dtype != DType::bf16 && dtype != DType::f16) return false;
+#define ATTNLAB_SM90_INSTANCE(HQK, HV) \
+  if (head_qk == HQK && head_v == HV) return true;
+#include "cuda/flash_sm90/sm90_instances.inc"
+#undef ATTNLAB_SM90_INSTANCE
+  return false;
+}
+
+void launch_forward(DType dtype, int head_qk, int head_v, const KernelParams& params, int device, cudaStream_t stream) {
+#define ATTNLAB_SM90_INSTANCE(HQK, HV)                                              \
+  if (head_qk == HQK && head_v == HV && dtype == DType::bf16)                       \
+    return launch_forward<__nv_bfloat16, HQK>(params, device, stream);              \
+  if (head_qk == HQK && head_v == HV && dtype == DType::f16)                        \
+    return launch_forward<__half, HQK>(params, device, stream);
+#include "cuda/flash_sm90/sm90_instances.inc"
+#undef ATTNLAB_SM90_INSTANCE
+  core::fail(ErrorCode::internal, "flash-sm90: no kernel for {} with head dims {}/{}", to_string(dtype), head_qk,
+             head_v);
+}
+
+}  // namespace attnlab::cuda::sm90

@@ -1,0 +1,33 @@
+// The launch of one sm_90a instantiation (included by the generated instance files only).
+#pragma once
+
+#include <atomic>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/flash_sm90/kernel.cuh"
+#include "cuda/flash_sm90/launch.h"
+#include "cuda/flash_sm90/traits.h"
+
+namespace attnlab::cuda::sm90 {
+
+template <class Element, int kHead>
+void launch_forward(const KernelParams& params, int device, cudaStream_t stream) {
+  using T = Traits<Element, kHead>;
+  static_assert(T::kBlockM == kBlockM);
+  auto kernel = forward_kernel<T>;
+  // More than 48 KB of dynamic shared memory needs the function's opt-in, which is per device: set once per
+  // device (a bit per device), not per call.
+  static std::atomic<unsigned long long> opted_in{0};
+  const unsigned long long bit = 1ull << (device % 64);
+  if ((opted_in.load(std::memory_order_acquire) & bit) == 0) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemAllocation),
+               "flash-sm90: cudaFuncSetAttribute");
+    opted_in.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const flash::FlashParams& p = params.p;
+  const dim3 grid((p.T + T::kBlockM - 1) / T::kBlockM, p.N, p.B);
+  kernel<<<grid, T::kThreads, T::kSmemAllocation, stream>>>(params);
+  check_cuda(cudaGetLastError(), "flash-sm90: kernel launch");
+}
+
+}  // namespace attnlab::cuda::sm90

@@ -1,0 +1,25 @@
+// Host entry of the sm_90a flash kernels: one compiled instantiation per (element type, head dim), each in its
+// own generated translation unit (src/CMakeLists.txt, instance.cu.in); sm90_instances.inc lists them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "attnlab/attention.h"
+#include "cuda/flash_sm90/params.h"
+
+namespace attnlab::cuda::sm90 {
+
+// Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
+// device (compute capability 9.0) and built the tensor maps (tensor_maps.h).
+template <class Element, int kHead>
+void launch_forward(const KernelParams& params, int device, cudaStream_t stream);
+
+// Is (dtype, Hqk, Hv) instantiated?
+bool has_instance(DType dtype, int head_qk, int head_v);
+// The same dispatch at run time; throws Error(internal) for a missing instance (the path's rules rule it out).
+void launch_forward(DType dtype, int head_qk, int head_v, const KernelParams& params, int device, cudaStream_t stream);
+
+// Rows per block (the grid's x extent is ⌈T / kBlockM⌉).
+constexpr int kBlockM = 128;
+
+}  // namespace attnlab::cuda::sm90

@@ -1,0 +1,58 @@
+// The K/V pipeline between the producer warp and the consumer warpgroups: kStages slots for K and as many for V,
+// each with a "full" barrier (completed by the TMA bytes the producer announced) and an "empty" barrier (completed
+// when every consumer warp has released the slot). K and V have separate barriers so Q·Kᵀ can start on a tile
+// whose V is still in flight. Step i of a block uses slot i % kStages in phase (i / kStages) & 1.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/flash_sm90/ptx.cuh"
+
+namespace attnlab::cuda::sm90 {
+
+template <class Traits>
+struct Pipeline {
+  static constexpr int kStages = Traits::kStages;
+  static constexpr std::uint32_t kConsumerWarps = 4 * Traits::kConsumers;
+  std::uint32_t barriers;  // shared address of barrier 0 (Q full)
+
+  __device__ std::uint32_t q_full() const { return barriers; }
+  __device__ std::uint32_t k_full(int slot) const { return barriers + 8 * (1 + slot); }
+  __device__ std::uint32_t k_empty(int slot) const { return barriers + 8 * (1 + kStages + slot); }
+  __device__ std::uint32_t v_full(int slot) const { return barriers + 8 * (1 + 2 * kStages + slot); }
+  __device__ std::uint32_t v_empty(int slot) const { return barriers + 8 * (1 + 3 * kStages + slot); }
+
+  // One thread initializes; the caller's __syncthreads then publishes the barriers.
+  __device__ void init() const {
+    ptx::barrier_init(q_full(), 1);
+    for (int s = 0; s < kStages; ++s) {
+      ptx::barrier_init(k_full(s), 1);
+      ptx::barrier_init(v_full(s), 1);
+      ptx::barrier_init(k_empty(s), kConsumerWarps);
+      ptx::barrier_init(v_empty(s), kConsumerWarps);
+    }
+    ptx::fence_barrier_init();
+  }
+
+  static __device__ int slot(int step) { return step % kStages; }
+  static __device__ std::uint32_t phase(int step) { return std::uint32_t(step / kStages) & 1u; }
+
+  // Producer side: wait for a free slot (a fresh slot passes at once, see ptx::wait), then announce its bytes.
+  __device__ void producer_acquire_k(int step) const { ptx::wait(k_empty(slot(step)), phase(step) ^ 1u); }
+  __device__ void producer_acquire_v(int step) const { ptx::wait(v_empty(slot(step)), phase(step) ^ 1u); }
+
+  // Consumer side: wait for a tile's bytes; release the slot once the MMAs reading it have completed. One lane per
+  // warp arrives (the barrier counts warps), after the warp's own wgmma wait.
+  __device__ void wait_k(int step) const { ptx::wait(k_full(slot(step)), phase(step)); }
+  __device__ void wait_v(int step) const { ptx::wait(v_full(slot(step)), phase(step)); }
+  __device__ void release_k(int step, int lane) const {
+    __syncwarp();
+    if (lane == 0) ptx::arrive(k_empty(slot(step)));
+  }
+  __device__ void release_v(int step, int lane) const {
+    __syncwarp();
+    if (lane == 0) ptx::arrive(v_empty(slot(step)));
+  }
+};
+
+}  // namespace attnlab::cuda::sm90

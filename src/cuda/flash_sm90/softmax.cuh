@@ -1,0 +1,96 @@
+// Online softmax on one consumer warpgroup's score tile (64 rows × 128 keys, f32, wgmma's accumulator layout), and
+// the conversion of the probabilities into the register operand of P·V.
+//
+// Accumulator layout of a 64 × N wgmma tile: warp w of the warpgroup holds rows 16w … 16w + 15; within a warp, for
+// each 8-column block j, register 4j + e holds row lane / 4 (+ 8 for e ≥ 2) and column 8j + 2·(lane % 4) + (e & 1)
+// (mma.sync's m16n8 layout, repeated along N). Each thread therefore owns two rows (h = 0, 1) and 32 of their
+// columns; a row's four owners are lanes 4r … 4r + 3, reduced with two shuffles.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/flash_sm90/ptx.cuh"
+
+namespace attnlab::cuda::sm90 {
+
+// The keys one owned row sees: [begin, end) (core/mask.h's visible_keys, narrowed to 32 bits: T, S < 2^30).
+struct KeySpan {
+  int begin = 0, end = 0;
+};
+
+struct OnlineSoftmax {
+  float row_max[2];  // running max of scale · log2(e) · s, per owned row
+  float row_sum[2];  // this thread's share of Σ exp2(s − max) (the quad's sum is taken at the end)
+
+  __device__ void init() {
+    row_max[0] = row_max[1] = -INFINITY;
+    row_sum[0] = row_sum[1] = 0.0f;
+  }
+
+  // Scores in log2 units: s · scale · log2(e), or −inf where the row does not see the key (`visible` ranges per
+  // owned row, key0 the tile's first key). kMask is false for tiles every row sees whole.
+  template <bool kMask>
+  __device__ static void scale_and_mask(float (&s)[64], float scale_log2, const KeySpan (&visible)[2],
+                                        int key0, int lane) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& x = s[4 * j + e];
+        if constexpr (kMask) {
+          const int col = key0 + 8 * j + 2 * (lane & 3) + (e & 1);
+          const KeySpan& r = visible[e >> 1];
+          x = (col >= r.begin && col < r.end) ? x * scale_log2 : -INFINITY;
+        } else {
+          x *= scale_log2;
+        }
+      }
+  }
+
+  // Folds a scaled, masked tile into the running max and sum, turns it into probabilities in place, and rescales
+  // the output accumulator (same layout, 128 head-dim columns) by exp2(old max − new max).
+  __device__ void update(float (&s)[64], float (&o)[64]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = row_max[h];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row that has seen no key yet keeps max −inf; exp2(−inf − 0) = 0 keeps its probabilities at 0.
+      const float base = mx == -INFINITY ? 0.0f : mx;
+      const float correction = exp2f(row_max[h] - base);
+      row_max[h] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const float p0 = exp2f(s[4 * j + 2 * h] - base), p1 = exp2f(s[4 * j + 2 * h + 1] - base);
+        s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
+        sum += p0 + p1;
+      }
+      row_sum[h] = row_sum[h] * correction + sum;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) o[4 * j + 2 * h] *= correction, o[4 * j + 2 * h + 1] *= correction;
+    }
+  }
+
+  // The quad's total of each owned row (all four lanes get it).
+  __device__ float total(int h) const {
+    float l = row_sum[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    return l;
+  }
+};
+
+// P as wgmma's register A operand: for key step k (16 keys), register 4k + i holds two 16-bit probabilities, in the
+// order (row r, keys 2q, 2q+1), (row r + 8, same keys), (row r, keys 8 + 2q, …), (row r + 8, …). These are exactly
+// the accumulator's registers 8k … 8k + 7 taken in pairs, so the conversion moves nothing between threads.
+template <class Element>
+__device__ __forceinline__ void probabilities_to_operand(const float (&p)[64], std::uint32_t (&a)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) a[i] = ptx::pack2<Element>(p[2 * i], p[2 * i + 1]);
+}
+
+}  // namespace attnlab::cuda::sm90

@@ -1,0 +1,174 @@
+// The flash-sm90 path (the Hopper kernels, cuda/flash_sm90/) against the fp64 CPU reference, forced by name: the
+// odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224) without a mask and with causal masks of both
+// alignments, on the default and on a non-blocking stream; sliding windows, GQA/MQA, shapes drawn at random through
+// one context; and its refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
+// visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#if ATTNLAB_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#include "device_mirror.h"
+#include "harness.h"
+
+namespace attnlab_test {
+namespace {
+
+std::string hopper_unavailable() {
+  const std::string why = gpu_unavailable();
+  if (!why.empty()) return why;
+#if ATTNLAB_WITH_CUDA
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  if (major != 9 || minor != 0)
+    return "flash-sm90 needs compute capability 9.0; this GPU is " + std::to_string(major) + "." +
+           std::to_string(minor);
+  return "";
+#else
+  return "built without CUDA";
+#endif
+}
+
+#define ATTNLAB_REQUIRE_HOPPER()                                                   \
+  do {                                                                             \
+    const std::string why_not_hopper = hopper_unavailable();                       \
+    if (!why_not_hopper.empty()) GTEST_SKIP() << "GPU test skipped: " << why_not_hopper; \
+  } while (0)
+
+Case sm90_case(DType dtype) {
+  Case c;
+  c.device = Device::cuda;
+  c.path = "flash-sm90";
+  c.dtype = dtype;
+  c.Hqk = c.Hv = 128;
+  return c;
+}
+
+// One binary-wide non-blocking stream, never destroyed (destroying it at exit could run after the runtime).
+void* nonblocking_stream() {
+#if ATTNLAB_WITH_CUDA
+  static cudaStream_t s = [] {
+    cudaStream_t created = nullptr;
+    if (cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) != cudaSuccess) ADD_FAILURE() << "no stream";
+    return created;
+  }();
+  return s;
+#else
+  return nullptr;
+#endif
+}
+
+struct Shape {
+  std::int64_t T, S;
+};
+using GridParam = std::tuple<DType, Shape, bool>;  // dtype, shape, non-blocking stream
+
+class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
+
+TEST_P(GpuFlashSm90Grid, MatchesReference) {
+  ATTNLAB_REQUIRE_HOPPER();
+  const auto& [dtype, shape, nonblocking] = GetParam();
+  ATTNLAB_TEST_RNG(rng);
+  Case c = sm90_case(dtype);
+  c.T = shape.T, c.S = shape.S;
+  const bool big = shape.T * shape.S > 2'000'000, mid = shape.T * shape.S > 100'000;
+  c.B = mid ? 1 : 2;
+  c.N = big ? 1 : (mid ? 2 : 4);
+  c.K = big ? 1 : (mid ? 1 : 2);
+  if (nonblocking) {
+    c.stream = nonblocking_stream();
+    ASSERT_NE(c.stream, nullptr);
+  }
+  check_forward(c, rng);
+  c.mask.causal = true;
+  c.mask.align = attnlab::MaskAlign::bottom_right;
+  check_forward(c, rng);
+  if (!big) {
+    c.mask.align = attnlab::MaskAlign::top_left;
+    check_forward(c, rng);
+  }
+}
+
+std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
+  const auto& [dtype, shape, nonblocking] = info.param;
+  return std::string(dtype_name(dtype)) + "_" + std::to_string(shape.T) + "x" + std::to_string(shape.S) +
+         (nonblocking ? "_nonblocking" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
+                                                              Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
+                                            ::testing::Bool()),
+                         grid_name);
+INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
+                         ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
+                                            ::testing::Bool()),
+                         grid_name);
+
+class GpuFlashSm90 : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override { ATTNLAB_REQUIRE_HOPPER(); }
+};
+
+// Windows (with and without causal), query heads sharing KV heads (GQA 6/2, MQA 4/1), LSE.
+TEST_P(GpuFlashSm90, WindowsAndSharedKVHeads) {
+  ATTNLAB_TEST_RNG(rng);
+  Case c = sm90_case(GetParam());
+  c.B = 2, c.T = 300, c.S = 517, c.N = 6, c.K = 2;
+  c.mask.window_left = 70, c.mask.window_right = 33;
+  check_forward(c, rng);
+  c.mask.causal = true;
+  c.mask.align = attnlab::MaskAlign::bottom_right;
+  c.mask.window_right = -1;
+  check_forward(c, rng);
+  c.N = 4, c.K = 1, c.mask = {};
+  check_forward(c, rng);
+}
+
+// Shapes drawn at random through one context: query blocks, key tiles and masks in every combination.
+TEST_P(GpuFlashSm90, RandomShapesOneContext) {
+  ATTNLAB_TEST_RNG(rng);
+  attnlab::Context shared;
+  for (int i = 0; i < 30; ++i) {
+    Case c = sm90_case(GetParam());
+    c.B = rng.integer(1, 3), c.T = rng.integer(1, 400), c.S = rng.integer(1, 400);
+    c.N = 4, c.K = rng.chance(0.5) ? 4 : 2;
+    c.mask.causal = rng.chance(0.5);
+    c.mask.align = rng.chance(0.5) ? attnlab::MaskAlign::top_left : attnlab::MaskAlign::bottom_right;
+    if (rng.chance(0.3)) c.mask.window_left = rng.integer(0, 100);
+    c.context = &shared;
+    check_forward(c, rng);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90, ::testing::Values(DType::f16, DType::bf16),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+
+// What the path refuses, each with its rule, before any launch.
+TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
+  ATTNLAB_REQUIRE_HOPPER();
+  Case c = sm90_case(DType::bf16);
+  c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
+  Case other = c;
+  other.Hqk = other.Hv = 64;
+  expect_forward_refused_on_device(other, "head dims 64/64");
+  other = c;
+  other.dtype = DType::f32;
+  expect_forward_refused_on_device(other, "f32 inputs unsupported");
+  other = c;
+  other.kv_lens = {9};
+  expect_forward_refused_on_device(other, "per-batch sequence lengths");
+  other = c;
+  other.softcap = 30.0f;
+  expect_forward_refused_on_device(other, "softcap, bias and boolean masks");
+}
+
+}  // namespace
+}  // namespace attnlab_test
