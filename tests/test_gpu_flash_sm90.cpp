@@ -1,7 +1,7 @@
 // The flash-sm90 path (the Hopper kernels, cuda/flash_sm90/) against the fp64 CPU reference, forced by name: the
 // odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224) without a mask and with causal masks of both
 // alignments, on the default and on a non-blocking stream; sliding windows, GQA/MQA, shapes drawn at random through
-// one context; and its refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
+// one context; each kernel version (s0, s1) by index; and its refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
 // visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
 #include <gtest/gtest.h>
 
@@ -67,16 +67,27 @@ void* nonblocking_stream() {
 struct Shape {
   std::int64_t T, S;
 };
-using GridParam = std::tuple<DType, Shape, bool>;  // dtype, shape, non-blocking stream
+// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 0 = s0, 1 = s1)
+using GridParam = std::tuple<DType, Shape, bool, int>;
+
+// A context that runs kernel version `version` of flash-sm90.
+attnlab::Context& version_context(int version) {
+  static attnlab::Context contexts[2];
+  attnlab::Tuning tuning = contexts[version].tuning();
+  tuning.flash_config = version;
+  contexts[version].set_tuning(tuning);
+  return contexts[version];
+}
 
 class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 
 TEST_P(GpuFlashSm90Grid, MatchesReference) {
   ATTNLAB_REQUIRE_HOPPER();
-  const auto& [dtype, shape, nonblocking] = GetParam();
+  const auto& [dtype, shape, nonblocking, version] = GetParam();
   ATTNLAB_TEST_RNG(rng);
   Case c = sm90_case(dtype);
   c.T = shape.T, c.S = shape.S;
+  c.context = &version_context(version);
   const bool big = shape.T * shape.S > 2'000'000, mid = shape.T * shape.S > 100'000;
   c.B = mid ? 1 : 2;
   c.N = big ? 1 : (mid ? 2 : 4);
@@ -96,31 +107,35 @@ TEST_P(GpuFlashSm90Grid, MatchesReference) {
 }
 
 std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
-  const auto& [dtype, shape, nonblocking] = info.param;
+  const auto& [dtype, shape, nonblocking, version] = info.param;
   return std::string(dtype_name(dtype)) + "_" + std::to_string(shape.T) + "x" + std::to_string(shape.S) +
-         (nonblocking ? "_nonblocking" : "");
+         (nonblocking ? "_nonblocking" : "") + "_s" + std::to_string(version);
 }
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool()),
+                                            ::testing::Bool(), ::testing::Values(0, 1)),
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool()),
+                                            ::testing::Bool(), ::testing::Values(0, 1)),
                          grid_name);
 
-class GpuFlashSm90 : public ::testing::TestWithParam<DType> {
+using DtypeVersion = std::tuple<DType, int>;
+class GpuFlashSm90 : public ::testing::TestWithParam<DtypeVersion> {
  protected:
   void SetUp() override { ATTNLAB_REQUIRE_HOPPER(); }
+  DType dtype() const { return std::get<0>(GetParam()); }
+  int version() const { return std::get<1>(GetParam()); }
 };
 
 // Windows (with and without causal), query heads sharing KV heads (GQA 6/2, MQA 4/1), LSE.
 TEST_P(GpuFlashSm90, WindowsAndSharedKVHeads) {
   ATTNLAB_TEST_RNG(rng);
-  Case c = sm90_case(GetParam());
+  Case c = sm90_case(dtype());
+  c.context = &version_context(version());
   c.B = 2, c.T = 300, c.S = 517, c.N = 6, c.K = 2;
   c.mask.window_left = 70, c.mask.window_right = 33;
   check_forward(c, rng);
@@ -135,9 +150,9 @@ TEST_P(GpuFlashSm90, WindowsAndSharedKVHeads) {
 // Shapes drawn at random through one context: query blocks, key tiles and masks in every combination.
 TEST_P(GpuFlashSm90, RandomShapesOneContext) {
   ATTNLAB_TEST_RNG(rng);
-  attnlab::Context shared;
+  attnlab::Context& shared = version_context(version());
   for (int i = 0; i < 30; ++i) {
-    Case c = sm90_case(GetParam());
+    Case c = sm90_case(dtype());
     c.B = rng.integer(1, 3), c.T = rng.integer(1, 400), c.S = rng.integer(1, 400);
     c.N = 4, c.K = rng.chance(0.5) ? 4 : 2;
     c.mask.causal = rng.chance(0.5);
@@ -148,8 +163,12 @@ TEST_P(GpuFlashSm90, RandomShapesOneContext) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90, ::testing::Values(DType::f16, DType::bf16),
-                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1)),
+                         [](const ::testing::TestParamInfo<DtypeVersion>& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 // What the path refuses, each with its rule, before any launch.
 TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
@@ -168,6 +187,17 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   other = c;
   other.softcap = 30.0f;
   expect_forward_refused_on_device(other, "softcap, bias and boolean masks");
+  // A version index past the list (Tuning::flash_config), through why_not in a context tuned that way.
+  attnlab::Context tuned;
+  attnlab::Tuning tuning = tuned.tuning();
+  tuning.flash_config = 2;
+  tuned.set_tuning(tuning);
+  ATTNLAB_TEST_RNG(rng);
+  const Tensors t = make_inputs(c, rng);
+  DeviceMirror mirror;
+  const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("names no kernel version"), std::string::npos) << *why;
 }
 
 }  // namespace

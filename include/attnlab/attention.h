@@ -143,7 +143,8 @@ struct Tuning {
   // ATTNLAB_FLASH_SMEM_LIMIT: bytes of shared memory a flash launch may use (−1 = the device's). A lower limit
   // stands for a smaller GPU (101376 runs the sm_86/sm_89 configurations on any GPU).
   std::int64_t flash_smem_limit = -1;
-  // ATTNLAB_FLASH_CONFIG: forces the i-th tile configuration of a head dim's list (−1 = chosen per call).
+  // ATTNLAB_FLASH_CONFIG: forces the i-th tile configuration of a head dim's list (−1 = chosen per call); on
+  // flash-sm90, its i-th kernel version (0 = s0, 1 = s1).
   int flash_config = -1;
   // ATTNLAB_FLASH_SECTION_HEADS: (batch, head) pairs per longest-first scheduling section (0 = chosen per call;
   // ignored unless it divides B·N).

@@ -44,12 +44,17 @@ class FlashSm90Path final : public core::Path {
     build_tensor_maps(p, params);
     DeviceGuard guard(p.device_index);
     ctx.last_workspace_bytes = 0;
-    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), params, p.device_index,
+    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), version(p), params, p.device_index,
                    static_cast<cudaStream_t>(ctx.stream));
     return std::nullopt;
   }
 
  private:
+  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default.
+  static int version(const core::Problem& p) {
+    return p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
+  }
+
   static std::optional<std::string> rules(const core::Problem& p) {
     if (p.direction == core::Direction::backward)
       return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
@@ -73,6 +78,9 @@ class FlashSm90Path final : public core::Path {
     if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
     if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
       return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
+    if (p.tuning->flash_config >= kVersions)
+      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has {}: 0 = s0, 1 = s1)",
+                         p.tuning->flash_config, kVersions);
     return tensor_map_rule(p);
   }
 };

@@ -42,7 +42,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   OnlineSoftmax softmax;
   softmax.init();
-  consume<Traits>(kp, pipe, smem, w, consumer, warp, lane, o, softmax);
+  if constexpr (Traits::kVersion == 0)
+    consume_serial<Traits>(kp, pipe, smem, w, consumer, warp, lane, o, softmax);
+  else
+    consume_overlapped<Traits>(kp, pipe, smem, w, consumer, warp, lane, o, softmax);
   store_output<Traits>(kp, smem, smem_generic, w, consumer, warp, lane, o, softmax);
 #endif
 }

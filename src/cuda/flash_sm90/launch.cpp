@@ -19,12 +19,22 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
   return false;
 }
 
-void launch_forward(DType dtype, int head_qk, int head_v, const KernelParams& params, int device, cudaStream_t stream) {
+namespace {
+template <class Element, int kHead>
+void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
+  static_assert(kVersions == 2);
+  if (version == 1) return launch_forward<Element, kHead, 1>(params, device, stream);
+  return launch_forward<Element, kHead, 0>(params, device, stream);
+}
+}  // namespace
+
+void launch_forward(DType dtype, int head_qk, int head_v, int version, const KernelParams& params, int device,
+                    cudaStream_t stream) {
 #define ATTNLAB_SM90_INSTANCE(HQK, HV)                                              \
   if (head_qk == HQK && head_v == HV && dtype == DType::bf16)                       \
-    return launch_forward<__nv_bfloat16, HQK>(params, device, stream);              \
+    return launch_version<__nv_bfloat16, HQK>(version, params, device, stream);     \
   if (head_qk == HQK && head_v == HV && dtype == DType::f16)                        \
-    return launch_forward<__half, HQK>(params, device, stream);
+    return launch_version<__half, HQK>(version, params, device, stream);
 #include "cuda/flash_sm90/sm90_instances.inc"
 #undef ATTNLAB_SM90_INSTANCE
   core::fail(ErrorCode::internal, "flash-sm90: no kernel for {} with head dims {}/{}", to_string(dtype), head_qk,

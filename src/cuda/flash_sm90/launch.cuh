@@ -10,9 +10,9 @@
 
 namespace attnlab::cuda::sm90 {
 
-template <class Element, int kHead>
+template <class Element, int kHead, int kVersion>
 void launch_forward(const KernelParams& params, int device, cudaStream_t stream) {
-  using T = Traits<Element, kHead>;
+  using T = Traits<Element, kHead, kVersion>;
   static_assert(T::kBlockM == kBlockM);
   auto kernel = forward_kernel<T>;
   // More than 48 KB of dynamic shared memory needs the function's opt-in, which is per device: set once per

@@ -9,15 +9,21 @@
 
 namespace attnlab::cuda::sm90 {
 
+// The kernel versions compiled for each instance (traits.h, kVersion), and the one a call runs unless
+// Tuning::flash_config names another (tests and A/B runs). The default stays s0 until s1 is measured faster.
+constexpr int kVersions = 2;
+constexpr int kDefaultVersion = 0;
+
 // Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
 // device (compute capability 9.0) and built the tensor maps (tensor_maps.h).
-template <class Element, int kHead>
+template <class Element, int kHead, int kVersion>
 void launch_forward(const KernelParams& params, int device, cudaStream_t stream);
 
 // Is (dtype, Hqk, Hv) instantiated?
 bool has_instance(DType dtype, int head_qk, int head_v);
 // The same dispatch at run time; throws Error(internal) for a missing instance (the path's rules rule it out).
-void launch_forward(DType dtype, int head_qk, int head_v, const KernelParams& params, int device, cudaStream_t stream);
+void launch_forward(DType dtype, int head_qk, int head_v, int version, const KernelParams& params, int device,
+                    cudaStream_t stream);
 
 // Rows per block (the grid's x extent is ⌈T / kBlockM⌉).
 constexpr int kBlockM = 128;

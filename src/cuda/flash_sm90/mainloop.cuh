@@ -50,61 +50,27 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   }
 }
 
-// One consumer warpgroup's loop over the block's key tiles; leaves O unnormalized and the softmax state for the
-// epilogue. `consumer` is 0 or 1 (its 64 rows start at m0 + 64·consumer); `lane` and `warp` (0–3) are within it.
+// A consumer warpgroup's two GEMMs as wgmma chains, each issued and committed as one group. Q (A, K-major): this
+// warpgroup's 64 rows; key step k reads columns 16k … 16k + 15, which lie in column half k / 4 at byte 32·(k % 4) of
+// each swizzled row. K (B, K-major) likewise over its 128 rows. V (B, MN-major): key step k reads rows 16k … 16k + 15
+// (2048 bytes further per step), its two column halves kKVHalfBytes apart (the leading offset), 8-row groups 1024
+// bytes apart (the stride offset).
 template <class Traits>
-__device__ void consume(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
-                        const BlockWork& w, int consumer, int warp, int lane, float (&o)[64],
-                        OnlineSoftmax& softmax) {
+struct ConsumerMma {
   using Element = typename Traits::Element;
-  const flash::FlashParams& p = kp.p;
-  const float scale_log2 = p.scale * 1.4426950408889634f;
-  // The two rows this thread owns and the keys each sees.
-  KeySpan visible[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = w.m0 + consumer * Traits::kRowsPerConsumer + 16 * warp + (lane >> 2) + 8 * h;
-    const core::KeyRange r = core::visible_keys(p.mask, row, w.q_len, w.kv_len);
-    visible[h] = {int(r.begin), int(r.end)};
-  }
-  // Descriptors. Q (A, K-major): this warpgroup's 64 rows; key step k reads columns 16k … 16k + 15, which lie in
-  // column half k / 4 at byte 32·(k % 4) of each swizzled row. K (B, K-major) likewise over its 128 rows. V (B,
-  // MN-major): key step k reads rows 16k … 16k + 15 (2048 bytes further per step), its two column halves
-  // kKVHalfBytes apart (the leading offset), 8-row groups 1024 bytes apart (the stride offset).
-  const std::uint32_t q_base = smem + Traits::kQOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
-  auto k_major = [](std::uint32_t tile, int k) {
-    return ptx::make_descriptor(tile + (k / 4) * Traits::kKVHalfBytes + 32 * (k % 4), 16, 1024);
-  };
-  auto q_major = [&](int k) {
-    return ptx::make_descriptor(q_base + (k / 4) * Traits::kQHalfBytes + 32 * (k % 4), 16, 1024);
-  };
+  std::uint32_t q_base;  // this warpgroup's first Q row
 
-  ptx::wait(pipe.q_full(), 0);
-  for (int j = w.tile_begin, step = 0; j < w.tile_end; ++j, ++step) {
-    const int slot = Pipeline<Traits>::slot(step), key0 = j * Traits::kBlockN;
-    const std::uint32_t k_tile = smem + Traits::kKOffset + slot * Traits::kKVBytes;
-    const std::uint32_t v_tile = smem + Traits::kVOffset + slot * Traits::kKVBytes;
-
-    float s[64];
-    pipe.wait_k(step);
+  __device__ void issue_qk(float (&s)[64], std::uint32_t k_tile) const {
     ptx::wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < Traits::kHead / 16; ++k) ptx::mma_ss<Element>(s, q_major(k), k_major(k_tile, k), k > 0);
+    for (int k = 0; k < Traits::kHead / 16; ++k) {
+      const int half = k / 4, within = 32 * (k % 4);
+      ptx::mma_ss<Element>(s, ptx::make_descriptor(q_base + half * Traits::kQHalfBytes + within, 16, 1024),
+                           ptx::make_descriptor(k_tile + half * Traits::kKVHalfBytes + within, 16, 1024), k > 0);
+    }
     ptx::wgmma_commit();
-    ptx::wgmma_wait<0>();
-    ptx::fence_registers(s);
-    pipe.release_k(step, lane);
-
-    const bool mask_tile = key0 < w.full_begin || key0 + Traits::kBlockN > w.full_end;
-    if (mask_tile)
-      OnlineSoftmax::scale_and_mask<true>(s, scale_log2, visible, key0, lane);
-    else
-      OnlineSoftmax::scale_and_mask<false>(s, scale_log2, visible, key0, lane);
-    softmax.update(s, o);
-    std::uint32_t a[32];
-    probabilities_to_operand<Element>(s, a);
-
-    pipe.wait_v(step);
+  }
+  __device__ void issue_pv(float (&o)[64], std::uint32_t (&a)[32], std::uint32_t v_tile) const {
     ptx::fence_registers(a);
     ptx::fence_registers(o);
     ptx::wgmma_fence();
@@ -114,10 +80,142 @@ __device__ void consume(const KernelParams& kp, const Pipeline<Traits>& pipe, st
       ptx::mma_rs<Element>(o, ak, ptx::make_descriptor(v_tile + 2048 * k, Traits::kKVHalfBytes, 1024), 1);
     }
     ptx::wgmma_commit();
+  }
+};
+
+// What a consumer needs per block: its rows' visible keys, its MMAs, the block's work.
+template <class Traits>
+struct ConsumerSetup {
+  KeySpan visible[2];  // the two rows this thread owns
+  ConsumerMma<Traits> mma;
+  float scale_log2;
+};
+
+template <class Traits>
+__device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uint32_t smem, const BlockWork& w,
+                                                int consumer, int warp, int lane) {
+  const flash::FlashParams& p = kp.p;
+  ConsumerSetup<Traits> c;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = w.m0 + consumer * Traits::kRowsPerConsumer + 16 * warp + (lane >> 2) + 8 * h;
+    const core::KeyRange r = core::visible_keys(p.mask, row, w.q_len, w.kv_len);
+    c.visible[h] = {int(r.begin), int(r.end)};
+  }
+  c.mma.q_base = smem + Traits::kQOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
+  c.scale_log2 = p.scale * 1.4426950408889634f;
+  return c;
+}
+
+template <class Traits>
+__device__ __forceinline__ std::uint32_t k_tile(std::uint32_t smem, int step) {
+  return smem + Traits::kKOffset + Pipeline<Traits>::slot(step) * Traits::kKVBytes;
+}
+template <class Traits>
+__device__ __forceinline__ std::uint32_t v_tile(std::uint32_t smem, int step) {
+  return smem + Traits::kVOffset + Pipeline<Traits>::slot(step) * Traits::kKVBytes;
+}
+
+// Scale and mask a finished score tile: per element only where the tile is not inside every row's range.
+template <class Traits>
+__device__ __forceinline__ void prepare_scores(float (&s)[64], const ConsumerSetup<Traits>& c, const BlockWork& w,
+                                               int key0, int lane) {
+  if (key0 < w.full_begin || key0 + Traits::kBlockN > w.full_end)
+    OnlineSoftmax::scale_and_mask<true>(s, c.scale_log2, c.visible, key0, lane);
+  else
+    OnlineSoftmax::scale_and_mask<false>(s, c.scale_log2, c.visible, key0, lane);
+}
+
+// Version s0: one consumer warpgroup's loop over the block's key tiles, each GEMM waited for before the next
+// step. Leaves O unnormalized and the softmax state for the epilogue. `consumer` is 0 or 1 (its 64 rows start at
+// m0 + 64·consumer); `lane` and `warp` (0–3) are within it.
+template <class Traits>
+__device__ void consume_serial(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
+                               const BlockWork& w, int consumer, int warp, int lane, float (&o)[64],
+                               OnlineSoftmax& softmax) {
+  using Element = typename Traits::Element;
+  const ConsumerSetup<Traits> c = consumer_setup<Traits>(kp, smem, w, consumer, warp, lane);
+  ptx::wait(pipe.q_full(), 0);
+  for (int j = w.tile_begin, step = 0; j < w.tile_end; ++j, ++step) {
+    float s[64];
+    pipe.wait_k(step);
+    c.mma.issue_qk(s, k_tile<Traits>(smem, step));
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(s);
+    pipe.release_k(step, lane);
+
+    prepare_scores<Traits>(s, c, w, j * Traits::kBlockN, lane);
+    softmax.update(s, o);
+    std::uint32_t a[32];
+    probabilities_to_operand<Element>(s, a);
+
+    pipe.wait_v(step);
+    c.mma.issue_pv(o, a, v_tile<Traits>(smem, step));
     ptx::wgmma_wait<0>();
     ptx::fence_registers(o);
     pipe.release_v(step, lane);
   }
+}
+
+// Version s1 (FlashAttention-3's two overlaps). Inside the warpgroup, tile j + 1's Q·Kᵀ is issued together with
+// tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still on the tensor cores; O is rescaled only
+// after that P·V completes. Between the two consumer warpgroups, MmaTurns makes them take turns issuing their
+// GEMMs, so that one's softmax runs under the other's MMAs (ping-pong) instead of both competing at once.
+template <class Traits>
+__device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
+                                   const BlockWork& w, int consumer, int warp, int lane, float (&o)[64],
+                                   OnlineSoftmax& softmax) {
+  using Element = typename Traits::Element;
+  const ConsumerSetup<Traits> c = consumer_setup<Traits>(kp, smem, w, consumer, warp, lane);
+  const int tiles = w.tile_end - w.tile_begin;
+  if (tiles <= 0) {
+    ptx::wait(pipe.q_full(), 0);  // O's staging overwrites Q: the load must have landed
+    return;
+  }
+  const MmaTurns turns{consumer, tiles + 1};
+  turns.start();
+  ptx::wait(pipe.q_full(), 0);
+
+  float s[64];
+  std::uint32_t a[32];
+  pipe.wait_k(0);
+  turns.begin(0);
+  c.mma.issue_qk(s, k_tile<Traits>(smem, 0));
+  turns.end(0);
+  ptx::wgmma_wait<0>();
+  ptx::fence_registers(s);
+  pipe.release_k(0, lane);
+  prepare_scores<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane);
+  softmax.update(s, o);  // O is still 0
+  probabilities_to_operand<Element>(s, a);
+
+  for (int step = 1; step < tiles; ++step) {
+    pipe.wait_k(step);
+    pipe.wait_v(step - 1);
+    turns.begin(step);
+    c.mma.issue_qk(s, k_tile<Traits>(smem, step));
+    c.mma.issue_pv(o, a, v_tile<Traits>(smem, step - 1));
+    turns.end(step);
+    ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
+    ptx::fence_registers(s);
+    pipe.release_k(step, lane);
+    prepare_scores<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane);
+    float correction[2];
+    softmax.fold(s, correction);
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(o);
+    pipe.release_v(step - 1, lane);
+    OnlineSoftmax::rescale(o, correction);
+    probabilities_to_operand<Element>(s, a);
+  }
+
+  pipe.wait_v(tiles - 1);
+  turns.begin(tiles);
+  c.mma.issue_pv(o, a, v_tile<Traits>(smem, tiles - 1));
+  turns.end(tiles);
+  ptx::wgmma_wait<0>();
+  ptx::fence_registers(o);
+  pipe.release_v(tiles - 1, lane);
 }
 
 }  // namespace attnlab::cuda::sm90

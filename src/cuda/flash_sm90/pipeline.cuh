@@ -55,4 +55,20 @@ struct Pipeline {
   }
 };
 
+// Ping-pong between the two consumer warpgroups (version s1): each issues its GEMMs of a turn only after the other
+// has issued its own of the previous turn, on hardware barriers 3 and 4 (1 and 2 are the epilogue's). Consumer 0
+// goes first. Both take `count` turns; the last one of consumer 1 has no successor, so it arrives nowhere.
+struct MmaTurns {
+  int consumer;
+  int count;
+  static __device__ int barrier(int g) { return 3 + g; }
+  __device__ void start() const {
+    if (consumer == 1) ptx::named_barrier_arrive(barrier(0), 256);
+  }
+  __device__ void begin(int) const { ptx::named_barrier_sync(barrier(consumer), 256); }
+  __device__ void end(int turn) const {
+    if (!(consumer == 1 && turn == count - 1)) ptx::named_barrier_arrive(barrier(1 - consumer), 256);
+  }
+};
+
 }  // namespace attnlab::cuda::sm90

@@ -89,6 +89,10 @@ __device__ __forceinline__ void registers_increase() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives at barrier `id` without waiting (the threads that bar.sync on it wait for these arrivals too).
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // ---- wgmma ---------------------------------------------------------------------------------------------------
 // A shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride byte offsets (all

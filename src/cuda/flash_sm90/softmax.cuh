@@ -48,9 +48,9 @@ struct OnlineSoftmax {
       }
   }
 
-  // Folds a scaled, masked tile into the running max and sum, turns it into probabilities in place, and rescales
-  // the output accumulator (same layout, 128 head-dim columns) by exp2(old max − new max).
-  __device__ void update(float (&s)[64], float (&o)[64]) {
+  // Folds a scaled, masked tile into the running max and sum and turns it into probabilities in place; returns
+  // per owned row the factor exp2(old max − new max) by which the output accumulator must be rescaled.
+  __device__ void fold(float (&s)[64], float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = row_max[h];
@@ -60,7 +60,7 @@ struct OnlineSoftmax {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // A row that has seen no key yet keeps max −inf; exp2(−inf − 0) = 0 keeps its probabilities at 0.
       const float base = mx == -INFINITY ? 0.0f : mx;
-      const float correction = exp2f(row_max[h] - base);
+      correction[h] = exp2f(row_max[h] - base);
       row_max[h] = mx;
       float sum = 0.0f;
 #pragma unroll
@@ -69,10 +69,23 @@ struct OnlineSoftmax {
         s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
         sum += p0 + p1;
       }
-      row_sum[h] = row_sum[h] * correction + sum;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) o[4 * j + 2 * h] *= correction, o[4 * j + 2 * h + 1] *= correction;
+      row_sum[h] = row_sum[h] * correction[h] + sum;
     }
+  }
+
+  // The output accumulator (same layout, 128 head-dim columns) times each owned row's correction.
+  __device__ static void rescale(float (&o)[64], const float (&correction)[2]) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[4 * j + e] *= correction[e >> 1];
+  }
+
+  // fold() and rescale() together, for a loop whose P·V of the previous tile has completed.
+  __device__ void update(float (&s)[64], float (&o)[64]) {
+    float correction[2];
+    fold(s, correction);
+    rescale(o, correction);
   }
 
   // The quad's total of each owned row (all four lanes get it).

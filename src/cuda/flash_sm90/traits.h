@@ -6,9 +6,12 @@
 
 namespace attnlab::cuda::sm90 {
 
-template <class ElementT, int kHeadDim>
+// kVersionIndex: the consumer loop, 0 = s0 (each GEMM waited for before the next step), 1 = s1 (the next Q·Kᵀ
+// issued with this tile's P·V, and ping-pong between the consumer warpgroups); docs/perf-notes.md, flash-sm90.
+template <class ElementT, int kHeadDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
+  static constexpr int kVersion = kVersionIndex;
   static_assert(kHeadDim == 128, "the sm_90a kernel is instantiated at head dim 128 so far");
   static constexpr int kHead = kHeadDim;
   // A block owns 128 query rows: two consumer warpgroups of 64 rows each (wgmma's M), one K/V tile of 128 keys per
