@@ -5,7 +5,9 @@ FA2's (torch-flash) and cuDNN's TFLOP/s from the same run, and the ratios flash 
 Exits 1 when a workload lacks a row of flash, FA2 or cuDNN (the ratios would be missing).
 
   python3 bench/flash_table.py --rows attnlab.jsonl peers.jsonl [--baseline old-attnlab.jsonl old-peers.jsonl]
-                               [--label v5] [--fa2 torch-flash] [--cudnn cudnn]
+                               [--label v5] [--fa2 torch-flash] [--cudnn cudnn] [--flash flash]
+--flash names the kernel's rows (e.g. flash-sm90-s1, as scripts/gpu-sm90-check.sh labels each version's rows); the
+table's "flash" columns are that path's.
 """
 import argparse
 import json
@@ -44,6 +46,7 @@ def main() -> int:
     ap.add_argument("--label", default="baseline", help="the baseline column's heading")
     ap.add_argument("--fa2", default="torch-flash", help="the FA2 peer's path name")
     ap.add_argument("--cudnn", default="cudnn", help="the cuDNN path's name")
+    ap.add_argument("--flash", default="flash", help="the kernel path whose rows the table shows")
     args = ap.parse_args()
 
     run = load(args.rows)
@@ -57,9 +60,9 @@ def main() -> int:
     print(rule + "---|---|")
     missing = 0
     for k, paths in run.items():
-        flash, fa2, cudnn = paths.get("flash"), paths.get(args.fa2), paths.get(args.cudnn)
+        flash, fa2, cudnn = paths.get(args.flash), paths.get(args.fa2), paths.get(args.cudnn)
         if flash is None or fa2 is None or cudnn is None:
-            absent = [p for p, r in (("flash", flash), (args.fa2, fa2), (args.cudnn, cudnn)) if r is None]
+            absent = [p for p, r in ((args.flash, flash), (args.fa2, fa2), (args.cudnn, cudnn)) if r is None]
             print(f"flash_table: {shape(k)} causal={k[9]}: no row of {', '.join(absent)}", file=sys.stderr)
             missing += 1
             continue
@@ -68,8 +71,8 @@ def main() -> int:
                  f"{fa2['tflops']:.0f}", f"{fa2['ms_median'] / ms:.2f}×"]
         if args.baseline:
             old = base.get(k, {})
-            if "flash" in old and args.fa2 in old:
-                cells.append(f"{old[args.fa2]['ms_median'] / old['flash']['ms_median']:.2f}×")
+            if args.flash in old and args.fa2 in old:
+                cells.append(f"{old[args.fa2]['ms_median'] / old[args.flash]['ms_median']:.2f}×")
             else:
                 cells.append("—")
         cells += [f"{cudnn['tflops']:.0f}", f"{cudnn['ms_median'] / ms:.2f}×"]

@@ -4,7 +4,8 @@
 #   bin/gpu_teardown,
 #   lib/libattnlab.so*, bench/ (peers.py, summary.py,
 #   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, flash_runs.py, workloads), run.sh, flash-check.sh
-#   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh)
+#   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh), sm90-check.sh
+#   (scripts/gpu-sm90-check.sh)
 # The folder needs nothing on the GPU machine beyond the NVIDIA driver, cuDNN and cuBLAS: the CUDA runtime is
 # linked statically, fmt/CLI11/nlohmann-json are header-only, GoogleTest is linked statically.
 # Kernels are compiled for sm_80 (A100, and sm_86/89 GPUs such as L4) and sm_90a (H100/H200).
@@ -29,6 +30,7 @@ cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$build/tests/test_gpu_
 cp "$root/scripts/gpu-run.sh" "$dist/run.sh"
 cp "$root/scripts/gpu-flash-check.sh" "$dist/flash-check.sh"
 cp "$root/scripts/gpu-flash-profile.sh" "$dist/flash-profile.sh"
+cp "$root/scripts/gpu-sm90-check.sh" "$dist/sm90-check.sh"
 cp "$root"/bench/peers.py "$root"/bench/summary.py "$root"/bench/flash_configs.py "$root"/bench/flash_table.py \
   "$root"/bench/ncu_summary.py "$root"/bench/flash_ab.py "$root"/bench/flash_runs.py \
   "$root"/bench/*.json "$dist/bench/"

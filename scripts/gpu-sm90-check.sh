@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Everything a flash-sm90 (Hopper kernel) change must show, in one run on an H100/H200, from a folder made by
+# scripts/gpu-build.sh (there it is sm90-check.sh). Each step is bounded in time and leaves its files as it goes:
+#   1. the flash-sm90 GPU tests (test_gpu_flash, *Sm90*, sharded over the cores);
+#   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set: 113×203 and 1023×1024 in bf16, both
+#      kernel versions, on the default stream;
+#   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
+#      ATTNLAB_FLASH_CONFIG): attnlab bench (flash-sm90, flash, cudnn) and bench/peers.py (torch-flash = FA2) on
+#      bench/workloads_fwd.json, then bench/flash_table.py per version (its rows labelled flash-sm90-s0, -s1).
+#   sm90-check.sh [OUT_DIR] [--no-table]
+# Writes OUT_DIR/{tests.txt,sanitizer-*.txt,fwd-*.jsonl,table-s*.md,summary.txt}. Exits 1 when a test fails, a
+# sanitizer reports anything or a step runs out of time.
+set -uo pipefail
+dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${1:-$dist/sm90-check}"
+table="${2:-}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+export LD_LIBRARY_PATH="$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+status=0
+SECONDS=0
+say() { echo "$*" | tee -a "$out/summary.txt"; }
+
+shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
+pids=()
+for ((i = 0; i < shards; ++i)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 240 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
+    --gtest_filter='*Sm90*' > "$out/tests-$i.txt" 2>&1 &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+cat "$out"/tests-*.txt > "$out/tests.txt" && rm -f "$out"/tests-*.txt
+passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$out/tests.txt" | awk '{ n += $4 } END { print n + 0 }')
+say "tests: $passed passed, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/tests.txt") failed, $shards shards" \
+    "(${SECONDS}s)"
+grep -E '^\[  FAILED  \] [A-Za-z]|Failure$' "$out/tests.txt" | head -20 | tee -a "$out/summary.txt"
+
+filter='*GpuFlashSm90Grid.MatchesReference/bf16_113x203_s*:*GpuFlashSm90Grid.MatchesReference/bf16_1023x1024_s*'
+for tool in memcheck racecheck synccheck; do
+  log="$out/sanitizer-$tool.txt"
+  timeout 300 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
+    --gtest_filter="$filter" > "$log" 2>&1 || status=1
+  verdict=$(grep -hE "RACECHECK SUMMARY|ERROR SUMMARY" "$log" | tail -1)
+  grep -qE "SUMMARY: 0 (hazards|errors)" <<< "$verdict" || status=1
+  say "$tool: ${verdict:-no summary} (${SECONDS}s)"
+done
+
+if [[ "$table" != "--no-table" ]]; then
+  timeout 200 python3 "$dist/bench/peers.py" --workloads "$dist/bench/workloads_fwd.json" --peers torch-flash \
+    --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
+  for version in 0 1; do
+    paths="flash-sm90"; [[ $version == 0 ]] && paths="flash-sm90,flash,cudnn"
+    ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$dist/bench/workloads_fwd.json" \
+      --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
+    # The version's rows under their own name; flash and cudnn (measured with s0) stay as they are.
+    python3 - "$out/fwd-s$version.jsonl" "$version" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+with open(sys.argv[1], "w") as f:
+    for r in rows:
+        if r["path"] == "flash-sm90":
+            r["path"] = f"flash-sm90-s{sys.argv[2]}"
+        f.write(json.dumps(r) + "\n")
+PY
+  done
+  for version in 0 1; do
+    python3 "$dist/bench/flash_table.py" --rows "$out/fwd-s0.jsonl" "$out/fwd-s$version.jsonl" "$out/fwd-peers.jsonl" \
+      --flash "flash-sm90-s$version" > "$out/table-s$version.md" 2> "$out/table-s$version.err"
+    say "table, flash-sm90 s$version (${SECONDS}s):"
+    cat "$out/table-s$version.md" | tee -a "$out/summary.txt"
+  done
+fi
+exit $status
