@@ -1,13 +1,15 @@
 // The flash-sm90 path (the Hopper kernels, cuda/flash_sm90/) against the fp64 CPU reference, forced by name: the
 // odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224) without a mask and with causal masks of both
 // alignments, on the default and on a non-blocking stream; sliding windows, GQA/MQA, shapes drawn at random through
-// one context; each kernel version (s0, s1) by index; and its refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
+// one context; each kernel version (s0, s1, s2) by index; and its refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
 // visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
 #include <gtest/gtest.h>
 
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include "attnlab/version.h"  // ATTNLAB_WITH_CUDA, before it is tested below
 
 #if ATTNLAB_WITH_CUDA
 #include <cuda_runtime.h>
@@ -67,12 +69,12 @@ void* nonblocking_stream() {
 struct Shape {
   std::int64_t T, S;
 };
-// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 0 = s0, 1 = s1)
+// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 0 = s0, 1 = s1, 2 = s2)
 using GridParam = std::tuple<DType, Shape, bool, int>;
 
 // A context that runs kernel version `version` of flash-sm90.
 attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[2];
+  static attnlab::Context contexts[3];
   attnlab::Tuning tuning = contexts[version].tuning();
   tuning.flash_config = version;
   contexts[version].set_tuning(tuning);
@@ -116,11 +118,11 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(0, 1)),
+                                            ::testing::Bool(), ::testing::Values(0, 1, 2)),
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(0, 1)),
+                                            ::testing::Bool(), ::testing::Values(0, 1, 2)),
                          grid_name);
 
 using DtypeVersion = std::tuple<DType, int>;
@@ -163,8 +165,27 @@ TEST_P(GpuFlashSm90, RandomShapesOneContext) {
   }
 }
 
+// Scales of either sign and zero, with scores large enough that a softmax shifted by the wrong extreme overflows
+// (s2 runs s1 for scale ≤ 0: launch.h). Against the sm_80 family's flash too, which takes its maxima the same way.
+TEST_P(GpuFlashSm90, AnyScale) {
+  ATTNLAB_TEST_RNG(rng);
+  for (const char* path : {"flash-sm90", "flash"}) {
+    for (const float scale : {-4.0f, -0.09f, 0.0f, 0.09f, 4.0f}) {
+      Case c = sm90_case(dtype());
+      c.path = path;
+      c.context = &version_context(version());
+      c.B = 1, c.T = 150, c.S = 260, c.N = 2, c.K = 2;
+      c.scale = scale;
+      c.input_scale = scale == 4.0f || scale == -4.0f ? 2.0 : 1.0;  // scores spread over ±2^9 in log2 units
+      c.mask.causal = scale > 0.0f;
+      SCOPED_TRACE(std::string(path) + " scale " + std::to_string(scale));
+      check_forward(c, rng);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
-                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1)),
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
@@ -190,7 +211,7 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   // A version index past the list (Tuning::flash_config), through why_not in a context tuned that way.
   attnlab::Context tuned;
   attnlab::Tuning tuning = tuned.tuning();
-  tuning.flash_config = 2;
+  tuning.flash_config = 3;
   tuned.set_tuning(tuning);
   ATTNLAB_TEST_RNG(rng);
   const Tensors t = make_inputs(c, rng);

@@ -100,15 +100,21 @@ attnlab::Context& thread_context() {
 }
 
 // Scratch for a GPU call from XLA's allocator; a workspace is always given, so the library allocates nothing.
+// attnlab wants its workspace 256-byte aligned (as cudaMalloc returns it), but XLA's FFI refuses any alignment
+// above 16 (its DeviceMemory_Allocate): ask for 16 and 240 bytes more, and round the start up.
 template <class Args>
 ffi::Error lend_workspace(attnlab::Context& ctx, Args& a, ffi::ScratchAllocator* scratch) {
   if (scratch == nullptr) return ffi::Error::Success();
+  constexpr std::size_t kAsked = 16, kNeeded = 256;
   const std::size_t bytes = attnlab::workspace_size(ctx, a);
   void* data = nullptr;
   if (bytes > 0) {
-    const std::optional<void*> got = scratch->Allocate(bytes, 256);
-    if (!got) return ffi::Error(ffi::ErrorCode::kResourceExhausted, "attnlab: XLA's scratch allocator failed");
-    data = *got;
+    const std::optional<void*> got = scratch->Allocate(bytes + kNeeded - kAsked, kAsked);
+    if (!got)
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                        "attnlab: XLA's scratch allocator could not lend " + std::to_string(bytes) + " bytes");
+    const std::uintptr_t start = (reinterpret_cast<std::uintptr_t>(*got) + kNeeded - 1) & ~(kNeeded - 1);
+    data = reinterpret_cast<void*>(start);
   }
   a.workspace = attnlab::DeviceBuffer{data, bytes};
   return ffi::Error::Success();

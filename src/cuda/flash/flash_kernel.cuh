@@ -141,7 +141,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
     }
 
     const int key0 = j * kBlockN;
-    const bool inside_band = key0 >= keys.full_begin && key0 + kBlockN <= keys.full_end;
+    // A tile left raw is scaled inside the softmax's exponent, which takes its maximum over raw scores: the
+    // maximum of the scaled ones only for a positive scale. With any other scale every tile is scaled here first.
+    const bool inside_band =
+        key0 >= keys.full_begin && key0 + kBlockN <= keys.full_end && rule.scale_log2 > 0.0f;
     float to_log2 = rule.scale_log2;
     if (kModifiers || !inside_band) {
 #pragma unroll

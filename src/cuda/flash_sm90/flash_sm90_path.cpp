@@ -50,9 +50,12 @@ class FlashSm90Path final : public core::Path {
   }
 
  private:
-  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default.
+  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 takes
+  // the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other scale
+  // (zero, negative) runs s1, which scales first.
   static int version(const core::Problem& p) {
-    return p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
+    const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
+    return v == 2 && !(p.scale > 0.0f) ? 1 : v;
   }
 
   static std::optional<std::string> rules(const core::Problem& p) {
@@ -79,7 +82,7 @@ class FlashSm90Path final : public core::Path {
     if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
       return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
     if (p.tuning->flash_config >= kVersions)
-      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has {}: 0 = s0, 1 = s1)",
+      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has {}: 0 = s0, 1 = s1, 2 = s2)",
                          p.tuning->flash_config, kVersions);
     return tensor_map_rule(p);
   }

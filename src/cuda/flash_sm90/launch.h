@@ -10,9 +10,10 @@
 namespace attnlab::cuda::sm90 {
 
 // The kernel versions compiled for each instance (traits.h, kVersion), and the one a call runs unless
-// Tuning::flash_config names another (tests and A/B runs). The default stays s0 until s1 is measured faster.
-constexpr int kVersions = 2;
-constexpr int kDefaultVersion = 0;
+// Tuning::flash_config names another (tests and A/B runs): the fastest measured (docs/perf-notes.md, flash-sm90).
+// s2 needs scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
+constexpr int kVersions = 3;
+constexpr int kDefaultVersion = 2;
 
 // Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
 // device (compute capability 9.0) and built the tensor maps (tensor_maps.h).

@@ -126,6 +126,28 @@ __device__ __forceinline__ void prepare_scores(float (&s)[64], const ConsumerSet
     OnlineSoftmax::scale_and_mask<false>(s, c.scale_log2, c.visible, key0, lane);
 }
 
+// s2: mask only (raw scores); fold_raw applies the scale.
+template <class Traits>
+__device__ __forceinline__ void mask_scores(float (&s)[64], const ConsumerSetup<Traits>& c, const BlockWork& w,
+                                            int key0, int lane) {
+  if (key0 < w.full_begin || key0 + Traits::kBlockN > w.full_end) OnlineSoftmax::mask_raw(s, c.visible, key0, lane);
+}
+
+// A finished score tile into probabilities, by version: s0/s1 scale every score before the max (any scale), s2
+// keeps raw scores and scales inside the exponent's FFMA (scale > 0).
+template <class Traits>
+__device__ __forceinline__ void scores_to_probabilities(float (&s)[64], const ConsumerSetup<Traits>& c,
+                                                        const BlockWork& w, int key0, int lane,
+                                                        OnlineSoftmax& softmax, float (&correction)[2]) {
+  if constexpr (Traits::kVersion >= 2) {
+    mask_scores<Traits>(s, c, w, key0, lane);
+    softmax.fold_raw(s, c.scale_log2, correction);
+  } else {
+    prepare_scores<Traits>(s, c, w, key0, lane);
+    softmax.fold(s, correction);
+  }
+}
+
 // Version s0: one consumer warpgroup's loop over the block's key tiles, each GEMM waited for before the next
 // step. Leaves O unnormalized and the softmax state for the epilogue. `consumer` is 0 or 1 (its 64 rows start at
 // m0 + 64·consumer); `lane` and `warp` (0–3) are within it.
@@ -157,7 +179,7 @@ __device__ void consume_serial(const KernelParams& kp, const Pipeline<Traits>& p
   }
 }
 
-// Version s1 (FlashAttention-3's two overlaps). Inside the warpgroup, tile j + 1's Q·Kᵀ is issued together with
+// Versions s1 and s2 (FlashAttention-3's two overlaps; s2 with the raw-score softmax). Inside the warpgroup, tile j + 1's Q·Kᵀ is issued together with
 // tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still on the tensor cores; O is rescaled only
 // after that P·V completes. Between the two consumer warpgroups, MmaTurns makes them take turns issuing their
 // GEMMs, so that one's softmax runs under the other's MMAs (ping-pong) instead of both competing at once.
@@ -185,8 +207,10 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
   ptx::wgmma_wait<0>();
   ptx::fence_registers(s);
   pipe.release_k(0, lane);
-  prepare_scores<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane);
-  softmax.update(s, o);  // O is still 0
+  {
+    float correction[2];  // O is still 0: nothing to rescale
+    scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
+  }
   probabilities_to_operand<Element>(s, a);
 
   for (int step = 1; step < tiles; ++step) {
@@ -199,9 +223,8 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
     ptx::fence_registers(s);
     pipe.release_k(step, lane);
-    prepare_scores<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane);
     float correction[2];
-    softmax.fold(s, correction);
+    scores_to_probabilities<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane, softmax, correction);
     ptx::wgmma_wait<0>();
     ptx::fence_registers(o);
     pipe.release_v(step - 1, lane);

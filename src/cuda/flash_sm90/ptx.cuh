@@ -220,6 +220,14 @@ __device__ __forceinline__ void mma_rs(float (&d)[64], const std::uint32_t (&a)[
   }
 }
 
+// 2^x as one MUFU.EX2 (ex2.approx.ftz: 2 ulp, −inf → +0, results below 2^−126 flushed to 0). exp2f would add the
+// denormal range's fix-up (a compare, a select and two multiplies per call) that probabilities do not need.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two f32 values as one register of two 16-bit elements (the first in the low half).
 template <class Element>
 __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {

@@ -48,6 +48,46 @@ struct OnlineSoftmax {
       }
   }
 
+  // Version s2's masking: raw scores stay raw (the scale rides in fold_raw's FFMA); keys a row does not see become
+  // −inf. Only for tiles not inside every row's range.
+  __device__ static void mask_raw(float (&s)[64], const KeySpan (&visible)[2], int key0, int lane) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = key0 + 8 * j + 2 * (lane & 3) + (e & 1);
+        const KeySpan& r = visible[e >> 1];
+        if (col < r.begin || col >= r.end) s[4 * j + e] = -INFINITY;
+      }
+  }
+
+  // fold() on raw scores (version s2): the row maximum is taken over raw q·k and scaled once per row, each
+  // probability is one FFMA and one MUFU.EX2. Needs scale_log2 > 0, where max(s · c) = c · max(s) (the path runs
+  // s1 for other scales). row_max stays in log2 units, as the epilogue's LSE expects.
+  __device__ void fold_raw(float (&s)[64], float scale_log2, float (&correction)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float new_max = fmaxf(row_max[h], mx * scale_log2);  // −inf · c = −inf for c > 0
+      const float base = new_max == -INFINITY ? 0.0f : new_max;
+      correction[h] = ptx::exp2_ftz(row_max[h] - base);
+      row_max[h] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -base));
+        const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -base));
+        s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
+        sum += p0 + p1;
+      }
+      row_sum[h] = row_sum[h] * correction[h] + sum;
+    }
+  }
+
   // Folds a scaled, masked tile into the running max and sum and turns it into probabilities in place; returns
   // per owned row the factor exp2(old max − new max) by which the output accumulator must be rescaled.
   __device__ void fold(float (&s)[64], float (&correction)[2]) {

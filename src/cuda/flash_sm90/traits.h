@@ -7,7 +7,8 @@
 namespace attnlab::cuda::sm90 {
 
 // kVersionIndex: the consumer loop, 0 = s0 (each GEMM waited for before the next step), 1 = s1 (the next Q·Kᵀ
-// issued with this tile's P·V, and ping-pong between the consumer warpgroups); docs/perf-notes.md, flash-sm90.
+// issued with this tile's P·V, and ping-pong between the consumer warpgroups), 2 = s2 (s1 with the softmax on raw
+// scores: one FFMA and one MUFU.EX2 per probability; scale > 0 only); docs/perf-notes.md, flash-sm90.
 template <class ElementT, int kHeadDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
