@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What the Python binding adds to a call: host microseconds per call at a shape (default: the codelab's
 (4, 128, 8, 64), bf16, CUDA), back to back, for
-  binding     _attnlab.forward on preallocated torch tensors (DLPack views, the C++ call, nothing else),
+  binding     _attnlab.forward on preallocated torch tensors (nanobind calls each tensor's __dlpack__),
+  capsules    the same with DLPack capsules made by torch._C._to_dlpack and the raw current stream, as the
+              package's torch op passes them (the binding at its cheapest),
   dpa         attnlab.dot_product_attention (allocates O with torch each call),
   torch_op    attnlab.torch.dot_product_attention (the torch.library op, autograd off),
 and torch's own SDPA (F.scaled_dot_product_attention, the flash backend) as the peer. Compare `binding` with
@@ -34,9 +36,12 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
 
+    dl, raw_stream = torch._C._to_dlpack, torch._C._cuda_getCurrentRawStream
     kinds = {
         "binding": lambda: _attnlab.forward(q, k, v, out, None, None, False, False, -1, -1, None, None, None, None,
                                             args.path, stream),
+        "capsules": lambda: _attnlab.forward(dl(q), dl(k), dl(v), dl(out), None, None, False, False, -1, -1, None,
+                                             None, None, None, args.path, raw_stream(0)),
         "dpa": lambda: attnlab.dot_product_attention(q, k, v, implementation=args.path),
         "torch_op": lambda: at.dot_product_attention(q, k, v, implementation=args.path),
         "torch_sdpa": lambda: F.scaled_dot_product_attention(qt, kt, vt),

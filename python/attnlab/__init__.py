@@ -68,7 +68,9 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale: Opt
     b, t, n, _ = query.shape
     out = kind.empty((b, t, n, value.shape[3]), query)
     path = implementation or "auto"
-    _attnlab.forward(query, key, value, out, None, None if scale is None else float(scale), bool(is_causal), False,
-                     left, right, kind.int32(query_seq_lengths, query), kind.int32(key_value_seq_lengths, query),
-                     _rank4(bias, "bias", kind), kind.mask(_rank4(mask, "mask", kind)), path, kind.stream(query))
+    view = kind.view
+    _attnlab.forward(view(query), view(key), view(value), view(out), None, None if scale is None else float(scale),
+                     bool(is_causal), False, left, right, view(kind.int32(query_seq_lengths, query)),
+                     view(kind.int32(key_value_seq_lengths, query)), view(_rank4(bias, "bias", kind)),
+                     view(kind.mask(_rank4(mask, "mask", kind))), path, kind.stream(query))
     return kind.reshape(out, tuple(out.shape[1:])) if unbatched else out

@@ -1,13 +1,20 @@
 """The array libraries the package allocates outputs with: NumPy, PyTorch, CuPy. Each kind knows how to make an
 empty array like a given one (same library, device), a reshaped view, int32 lengths and a bool mask the library
-reads as bytes, and the CUDA stream its library is ordering work on (the call runs there)."""
+reads as bytes, the CUDA stream its library is ordering work on (the call runs there), and the cheapest object
+the extension can read an array through (`view`: the array itself, or a DLPack capsule made in C for torch, whose
+__dlpack__ is a Python method)."""
 from __future__ import annotations
 
 import sys
 
 
+def _same(x):
+    return x
+
+
 class _NumPy:
     name = "numpy"
+    view = staticmethod(_same)
 
     @staticmethod
     def empty(shape, like):
@@ -33,8 +40,14 @@ class _NumPy:
         return 0
 
 
+def _torch_view(x):
+    import torch
+    return None if x is None else torch._C._to_dlpack(x)
+
+
 class _Torch:
     name = "torch"
+    view = staticmethod(_torch_view)
 
     @staticmethod
     def empty(shape, like):
@@ -58,11 +71,15 @@ class _Torch:
     @staticmethod
     def stream(x):
         import torch
-        return torch.cuda.current_stream(x.device).cuda_stream if x.is_cuda else 0
+        if not x.is_cuda:
+            return 0
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        return raw(x.device.index) if raw is not None else torch.cuda.current_stream(x.device).cuda_stream
 
 
 class _CuPy:
     name = "cupy"
+    view = staticmethod(_same)
 
     @staticmethod
     def empty(shape, like):

@@ -21,13 +21,33 @@ from . import _attnlab, _window
 Error = _attnlab.Error
 
 
+# What a call costs on the host is mostly Python: these three helpers take the C entry points where torch has them.
+# torch.Tensor.__dlpack__ is a Python method (checks, stream handling) that nanobind would call per array; a DLPack
+# capsule from torch._C._to_dlpack is the same view made in C. The current stream likewise comes as a raw handle
+# instead of through a torch.cuda.Stream object. (bench/python_overhead.py measures both.)
+_to_dlpack = getattr(torch._C, "_to_dlpack", None) or (lambda t: t)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _view(t: Optional[torch.Tensor]):
+    return None if t is None else _to_dlpack(t)
+
+
 def _stream(t: torch.Tensor) -> int:
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+    if not t.is_cuda:
+        return 0
+    if _raw_stream is not None:
+        return _raw_stream(t.device.index)
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
-def _workspace(size: int, like: torch.Tensor) -> Optional[torch.Tensor]:
-    # CPU paths take no device workspace; a CUDA call gets its bytes from PyTorch's allocator (on the current stream).
-    return torch.empty(size, dtype=torch.uint8, device=like.device) if like.is_cuda else None
+def _workspace(like: torch.Tensor):
+    """CPU paths take no device workspace; a CUDA call gets its bytes from PyTorch's caching allocator (ordered on
+    the current stream), asked by the library only when the call needs any."""
+    if not like.is_cuda:
+        return None
+    device = like.device
+    return lambda nbytes: _to_dlpack(torch.empty(nbytes, dtype=torch.uint8, device=device))
 
 
 @torch.library.custom_op("attnlab::forward", mutates_args=())
@@ -36,10 +56,8 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, ca
     b, t, n, _ = q.shape
     out = torch.empty((b, t, n, v.shape[3]), dtype=q.dtype, device=q.device)
     lse = torch.empty((b, n, t), dtype=torch.float32, device=q.device)
-    args = (q, k, v, out, lse, scale, causal, False, window_left, window_right, None, None, None, None, path,
-            _stream(q))
-    workspace = _workspace(_attnlab.forward_workspace_size(*args), q) if q.is_cuda else None
-    _attnlab.forward(*args, workspace)
+    _attnlab.forward(_view(q), _view(k), _view(v), _view(out), _view(lse), scale, causal, False, window_left,
+                     window_right, None, None, None, None, path, _stream(q), _workspace(q))
     return out, lse
 
 
@@ -54,10 +72,8 @@ def _backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tens
               lse: torch.Tensor, scale: float, causal: bool, window_left: int, window_right: int,
               path: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    args = (q, k, v, out, d_out, lse, dq, dk, dv, scale, causal, False, window_left, window_right, None, None, None,
-            None, path, _stream(q))
-    workspace = _workspace(_attnlab.backward_workspace_size(*args), q) if q.is_cuda else None
-    _attnlab.backward(*args, workspace)
+    _attnlab.backward(*(_view(t) for t in (q, k, v, out, d_out, lse, dq, dk, dv)), scale, causal, False, window_left,
+                      window_right, None, None, None, None, path, _stream(q), _workspace(q))
     return dq, dk, dv
 
 

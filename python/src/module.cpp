@@ -97,11 +97,23 @@ attnlab::Options options(std::optional<float> scale, bool causal, bool bottom_ri
   return o;
 }
 
-// A caller's scratch (a uint8 array of the call's device) as the call's workspace: GPU paths then take all their
-// scratch from it and allocate nothing (attention.h, ForwardArgs::workspace).
-std::optional<attnlab::DeviceBuffer> workspace_of(const std::optional<Array>& w) {
-  if (!w) return std::nullopt;
-  return attnlab::DeviceBuffer{w->data(), w->nbytes()};
+// A caller's scratch as the call's workspace: GPU paths then take all their scratch from it and allocate nothing
+// (attention.h, ForwardArgs::workspace). `workspace` is None (the context's own workspace serves), a uint8 array of
+// the call's device, or a callable allocate(nbytes) → such an array, called only when the call needs bytes. The
+// callable form asks the size here, so a caller imports its arrays once per call instead of once for the size
+// and once for the call. `held` keeps the array alive until the call has been issued.
+template <class Args>
+void lend_workspace(attnlab::Context& ctx, Args& a, nb::handle workspace, std::optional<Array>& held) {
+  if (workspace.is_none()) return;
+  if (PyCallable_Check(workspace.ptr())) {
+    const std::size_t bytes = attnlab::workspace_size(ctx, a);
+    a.workspace = attnlab::DeviceBuffer{nullptr, 0};
+    if (bytes == 0) return;
+    held = nb::cast<Array>(workspace(bytes));
+  } else {
+    held = nb::cast<Array>(workspace);
+  }
+  a.workspace = attnlab::DeviceBuffer{held->data(), held->nbytes()};
 }
 
 attnlab::ForwardArgs forward_args(const Array& q, const Array& k, const Array& v, const Array& o,
@@ -109,27 +121,29 @@ attnlab::ForwardArgs forward_args(const Array& q, const Array& k, const Array& v
                                   bool bottom_right, std::int64_t window_left, std::int64_t window_right,
                                   const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
                                   const std::optional<Array>& bias, const std::optional<Array>& mask,
-                                  const std::string& path, const std::optional<Array>& workspace) {
+                                  const std::string& path) {
   attnlab::ForwardArgs a;
   a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
   a.lse = optional_view(lse, "lse");
   a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
-  a.workspace = workspace_of(workspace);
   return a;
 }
 
-// forward(q, k, v, o, lse, ...) → the path that ran. `stream` is a cudaStream_t as an integer (0 = legacy default).
+// forward(q, k, v, o, lse, ...) → the path that ran. `stream` is a cudaStream_t as an integer (0 = legacy default);
+// `workspace` as lend_workspace takes it.
 std::string forward(const Array& q, const Array& k, const Array& v, const Array& o, const std::optional<Array>& lse,
                     std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
                     std::int64_t window_right, const std::optional<Array>& q_seqlens,
                     const std::optional<Array>& kv_seqlens, const std::optional<Array>& bias,
                     const std::optional<Array>& mask, const std::string& path, std::uintptr_t stream,
-                    const std::optional<Array>& workspace) {
-  const attnlab::ForwardArgs a = forward_args(q, k, v, o, lse, scale, causal, bottom_right, window_left, window_right,
-                                              q_seqlens, kv_seqlens, bias, mask, path, workspace);
+                    nb::handle workspace) {
+  attnlab::ForwardArgs a = forward_args(q, k, v, o, lse, scale, causal, bottom_right, window_left, window_right,
+                                        q_seqlens, kv_seqlens, bias, mask, path);
   attnlab::Context& ctx = thread_context();
-  nb::gil_scoped_release release;
   ctx.set_stream(reinterpret_cast<void*>(stream));
+  std::optional<Array> held;
+  lend_workspace(ctx, a, workspace, held);
+  nb::gil_scoped_release release;
   return attnlab::forward(ctx, a).path;
 }
 
@@ -141,7 +155,7 @@ std::size_t forward_workspace_size(const Array& q, const Array& k, const Array& 
                                    const std::optional<Array>& bias, const std::optional<Array>& mask,
                                    const std::string& path, std::uintptr_t stream) {
   const attnlab::ForwardArgs a = forward_args(q, k, v, o, lse, scale, causal, bottom_right, window_left, window_right,
-                                              q_seqlens, kv_seqlens, bias, mask, path, std::nullopt);
+                                              q_seqlens, kv_seqlens, bias, mask, path);
   attnlab::Context& ctx = thread_context();
   nb::gil_scoped_release release;
   ctx.set_stream(reinterpret_cast<void*>(stream));
@@ -154,13 +168,12 @@ attnlab::BackwardArgs backward_args(const Array& q, const Array& k, const Array&
                                     std::int64_t window_left, std::int64_t window_right,
                                     const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
                                     const std::optional<Array>& bias, const std::optional<Array>& mask,
-                                    const std::string& path, const std::optional<Array>& workspace) {
+                                    const std::string& path) {
   attnlab::BackwardArgs a;
   a.q = view_of(q, "query"), a.k = view_of(k, "key"), a.v = view_of(v, "value"), a.o = view_of(o, "out");
   a.d_o = view_of(d_o, "d_out"), a.lse = view_of(lse, "lse");
   a.dq = view_of(dq, "d_query"), a.dk = view_of(dk, "d_key"), a.dv = view_of(dv, "d_value");
   a.options = options(scale, causal, bottom_right, window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
-  a.workspace = workspace_of(workspace);
   return a;
 }
 
@@ -169,13 +182,14 @@ std::string backward(const Array& q, const Array& k, const Array& v, const Array
                      bool causal, bool bottom_right, std::int64_t window_left, std::int64_t window_right,
                      const std::optional<Array>& q_seqlens, const std::optional<Array>& kv_seqlens,
                      const std::optional<Array>& bias, const std::optional<Array>& mask, const std::string& path,
-                     std::uintptr_t stream, const std::optional<Array>& workspace) {
-  const attnlab::BackwardArgs a = backward_args(q, k, v, o, d_o, lse, dq, dk, dv, scale, causal, bottom_right,
-                                                window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path,
-                                                workspace);
+                     std::uintptr_t stream, nb::handle workspace) {
+  attnlab::BackwardArgs a = backward_args(q, k, v, o, d_o, lse, dq, dk, dv, scale, causal, bottom_right, window_left,
+                                          window_right, q_seqlens, kv_seqlens, bias, mask, path);
   attnlab::Context& ctx = thread_context();
-  nb::gil_scoped_release release;
   ctx.set_stream(reinterpret_cast<void*>(stream));
+  std::optional<Array> held;
+  lend_workspace(ctx, a, workspace, held);
+  nb::gil_scoped_release release;
   return attnlab::backward(ctx, a).path;
 }
 
@@ -187,8 +201,7 @@ std::size_t backward_workspace_size(const Array& q, const Array& k, const Array&
                                     const std::optional<Array>& bias, const std::optional<Array>& mask,
                                     const std::string& path, std::uintptr_t stream) {
   const attnlab::BackwardArgs a = backward_args(q, k, v, o, d_o, lse, dq, dk, dv, scale, causal, bottom_right,
-                                                window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path,
-                                                std::nullopt);
+                                                window_left, window_right, q_seqlens, kv_seqlens, bias, mask, path);
   attnlab::Context& ctx = thread_context();
   nb::gil_scoped_release release;
   ctx.set_stream(reinterpret_cast<void*>(stream));
