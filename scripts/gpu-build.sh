@@ -23,7 +23,13 @@ cmake --build "$build" -j"$(nproc)"
 
 rm -rf "$dist"
 mkdir -p "$dist/bin" "$dist/lib" "$dist/bench"
-cp -P "$build"/src/libattnlab.so* "$dist/lib/"
+# The library as built now: its file, the soname link and the link-time name (older versions left in the build
+# folder stay there).
+lib_file="$(readlink -f "$build/src/libattnlab.so")"
+soname="$(objdump -p "$lib_file" | awk '$1 == "SONAME" { print $2 }')"
+cp "$lib_file" "$dist/lib/"
+ln -s "$(basename "$lib_file")" "$dist/lib/$soname"
+ln -s "$soname" "$dist/lib/libattnlab.so"
 cp "$build/lab/attnlab" "$build/lab/launch_floor" "$build/lab/cudnn_direct" "$dist/bin/"
 cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$build/tests/test_gpu_embed" \
   "$build/tests/test_gpu_fp8" "$build/tests/test_gpu_fp8_recipe" "$build/tests/gpu_teardown" "$dist/bin/"
