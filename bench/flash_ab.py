@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A/B of attnlab builds on the GPU: the same workloads timed with each build's `attnlab bench --paths flash`, the
+"""A/B of attnlab builds on the GPU: the same workloads timed with each build's `attnlab bench --paths flash-sm80`, the
 builds alternating round after round in one call (the GPU's clocks and neighbours drift; alternating spreads that
 over both), then one table of each build's median time and its ratio to the first build.
 

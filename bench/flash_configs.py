@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Times flash's tile configurations against each other: one `attnlab bench --paths flash` run per configuration
+"""Times flash's tile configurations against each other: one `attnlab bench --paths flash-sm80` run per configuration
 index (ATTNLAB_FLASH_CONFIG, src/cuda/flash/tile_configs.h) over the same workloads, in one process after another
 on the same GPU, then one table of ms per call with each configuration's speed relative to the first one given.
 

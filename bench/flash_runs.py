@@ -1,4 +1,4 @@
-"""What bench/flash_configs.py and bench/flash_ab.py share: one `attnlab bench --paths flash` run whose rows come
+"""What bench/flash_configs.py and bench/flash_ab.py share: one `attnlab bench --paths flash-sm80` run whose rows come
 back as dicts, a row's workload label, and the plain-text table of times per variant with each one's ratio to the
 first."""
 import json
@@ -8,9 +8,9 @@ import tempfile
 
 
 def bench_flash(attnlab, workloads, groups, env, what):
-    """Rows of `attnlab bench --paths flash` over a workloads file, run with `env`; exits naming `what` if it fails."""
+    """Rows of `attnlab bench --paths flash-sm80` (the sm_80 family) over a workloads file, run with `env`; exits naming `what` if it fails."""
     with tempfile.NamedTemporaryFile(suffix=".jsonl") as rows_file:
-        done = subprocess.run([attnlab, "bench", "--workloads", workloads, "--paths", "flash", "--groups", str(groups),
+        done = subprocess.run([attnlab, "bench", "--workloads", workloads, "--paths", "flash-sm80", "--groups", str(groups),
                                "--jsonl", rows_file.name], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:

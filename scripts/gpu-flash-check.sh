@@ -55,18 +55,19 @@ for tool in racecheck memcheck; do
 done
 
 if [[ "$table" != "--no-table" ]]; then
-  "$dist/bin/attnlab" bench --workloads "$dist/bench/workloads_fwd.json" --paths flash,cudnn --groups 5 \
+  "$dist/bin/attnlab" bench --workloads "$dist/bench/workloads_fwd.json" --paths flash-sm80,cudnn --groups 5 \
     --jsonl "$out/fwd-attnlab.jsonl" > "$out/fwd-attnlab.txt" 2>&1 || status=1
   python3 "$dist/bench/peers.py" --workloads "$dist/bench/workloads_fwd.json" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
-  python3 "$dist/bench/flash_table.py" --rows "$out/fwd-attnlab.jsonl" "$out/fwd-peers.jsonl" > "$out/table.md" \
+  python3 "$dist/bench/flash_table.py" --rows "$out/fwd-attnlab.jsonl" "$out/fwd-peers.jsonl" --flash flash-sm80 \
+    > "$out/table.md" \
     2> "$out/table.err" || status=1
   say "table (${SECONDS}s):"; cat "$out/table.md" "$out/table.err" | tee -a "$out/summary.txt"
   pack
 fi
 
 for i in 1 2 3; do
-  "$dist/bin/attnlab" bench --dtype bf16 --paths flash,cudnn --groups 9 --graph --jsonl "$out/default-$i.jsonl" \
+  "$dist/bin/attnlab" bench --dtype bf16 --paths flash-sm80,cudnn --groups 9 --graph --jsonl "$out/default-$i.jsonl" \
     > "$out/default-$i.txt" 2>&1 || status=1
 done
 say "codelab default shape, 3 processes (${SECONDS}s):"

@@ -34,7 +34,7 @@ for shape in "${shapes[@]}"; do
   tag="b${B}-t${T}-n${N}k${K}-h${H}${causal:+-causal}"
   mask=(); [[ -n "${causal:-}" ]] && mask=(--causal)
   ncu_one "flash-$tag" flash_forward_kernel 3 "$dist/bin/attnlab" bench -B "$B" -T "$T" -N "$N" -K "$K" -H "$H" \
-    "${mask[@]}" --paths flash --warmup 2 --repeats 2 --groups 1
+    "${mask[@]}" --paths flash-sm80 --warmup 2 --repeats 2 --groups 1
   ncu_one "fa2-$tag" flash_fwd 3 python3 "$dist/bench/peers.py" --peers torch-flash -B "$B" -T "$T" -N "$N" -K "$K" \
     -H "$H" "${mask[@]}" --warmup 2 --repeats 2 --groups 1
 done

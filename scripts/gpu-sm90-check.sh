@@ -66,7 +66,7 @@ PY
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
   for version in $(seq 0 $(( ${ATTNLAB_SM90_VERSIONS:-3} - 1 ))); do
-    paths="flash-sm90"; [[ $version == 0 ]] && paths="flash-sm90,flash,cudnn"
+    paths="flash-sm90"; [[ $version == 0 ]] && paths="flash-sm90,flash-sm80,cudnn"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$workloads" \
       --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
     # The version's rows under their own name; flash and cudnn (measured in the s0 process) stay as they are.

@@ -44,6 +44,7 @@ std::string cuda_paths(std::vector<std::string>& available) {
   if (count == 0) return "no CUDA device";
   for (const attnlab::PathInfo& p : attnlab::list_paths()) {
     if (p.device != attnlab::Device::cuda) continue;
+    if (p.name == "flash-sm80" || p.name == "flash-sm90") continue;  // the kernels of path flash, which runs here
     if (p.available) {
       available.push_back(p.name);
     } else {

@@ -404,18 +404,19 @@ TEST(GpuErrors, NaiveWorkspaceTooLargeIsAnError) {
 }
 
 // auto: flash for small half-precision forward calls (lowest per-call cost), cudnn for large ones and for
-// backward, flash for f32 forward (fused 3xTF32 beats the naive chain).
+// backward, flash for f32 forward (fused 3xTF32 beats the naive chain). At head dim 64 flash runs its sm_80 family
+// (flash-sm90 has head dim 128 only), which RunInfo names.
 TEST(GpuAuto, PicksByDtypeAndSize) {
   ATTNLAB_REQUIRE_GPU();
   ATTNLAB_TEST_RNG(rng);
   Case c = gpu_case("auto", DType::bf16);
   c.B = 1, c.T = 64, c.S = 64, c.N = 2, c.K = 2;
-  c.expect_path = "flash";
+  c.expect_path = "flash-sm80";
   check_forward(c, rng);
   c.expect_path = "cudnn";  // flash has no backward: the backward call goes to cudnn
   check_backward(c, rng);
   c.dtype = DType::f32;
-  c.expect_path = "flash";
+  c.expect_path = "flash-sm80";
   check_forward(c, rng);
   c.dtype = DType::f16;
   c.T = 2048, c.S = 2048, c.N = 2, c.K = 1;  // 4·N·T·S·H = 2.1 GFLOP > 2^30

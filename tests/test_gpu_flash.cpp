@@ -1,5 +1,5 @@
-// The flash path beyond the shared GPU grid (test_gpu.cpp runs flash through the odd-shape grid and every
-// feature, f32 included): score modifiers at odd sizes, f32 against the naive chain at the codelab's shape, the
+// The sm_80 family (path flash-sm80) beyond the shared GPU grid (test_gpu.cpp runs path flash — on an H100/H200
+// flash-sm90 where it takes the call — through the odd-shape grid and every feature, f32 included): score modifiers at odd sizes, f32 against the naive chain at the codelab's shape, the
 // ≤ 99 KB tile configurations forced on a large GPU, every configuration of each list by index, padded key tails
 // holding NaN, many shapes through one context, and its refusals. Every test skips visibly without a GPU.
 #include <gtest/gtest.h>
@@ -20,7 +20,7 @@ namespace {
 Case flash_case(DType dtype) {
   Case c;
   c.device = Device::cuda;
-  c.path = "flash";
+  c.path = "flash-sm80";
   c.dtype = dtype;
   return c;
 }
@@ -41,7 +41,7 @@ void tune(attnlab::Context& ctx, Field attnlab::Tuning::*field, Value value) {
 bool flash_accepts(attnlab::Context& ctx, const Case& c, Rng& rng) {
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  return !attnlab::why_not(ctx, "flash", device_forward_args(c, t, mirror)).has_value();
+  return !attnlab::why_not(ctx, "flash-sm80", device_forward_args(c, t, mirror)).has_value();
 }
 
 // Hand-made inputs (check_forward draws its own): one flash call on device copies of `t`, O and LSE against the
@@ -279,7 +279,7 @@ TEST(GpuFlashF32, AllcloseToNaiveAtTheCodelabShape) {
   Tensors t = make_inputs(c, rng);
   std::vector<double> outputs[2];
   int i = 0;
-  for (const char* path : {"flash", "cuda-naive"}) {
+  for (const char* path : {"flash-sm80", "cuda-naive"}) {
     Case run = c;
     run.path = path;
     DeviceMirror mirror;
@@ -315,7 +315,7 @@ TEST(GpuFlashErrors, RefusesGridsOf2To31Blocks) {
   args.k = view(std::uintptr_t(2) << 44, S);
   args.v = view(std::uintptr_t(3) << 44, S);
   args.o = view(std::uintptr_t(4) << 44, T);
-  const auto why = attnlab::why_not("flash", args);
+  const auto why = attnlab::why_not("flash-sm80", args);
   ASSERT_TRUE(why.has_value());
   EXPECT_NE(why->find("below 2^31"), std::string::npos) << *why;
 }

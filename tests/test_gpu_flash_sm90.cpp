@@ -1,7 +1,8 @@
 // The flash-sm90 path (the Hopper kernels, cuda/flash_sm90/) against the fp64 CPU reference, forced by name: the
 // odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224) without a mask and with causal masks of both
 // alignments, on the default and on a non-blocking stream; sliding windows, GQA/MQA, shapes drawn at random through
-// one context; each kernel version (s0, s1, s2) by index; and its refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
+// one context; each kernel version (s0, s1, s2) by index; path flash choosing between the two families; and its
+// refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
 // visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
 #include <gtest/gtest.h>
 
@@ -190,6 +191,48 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// Path flash is the family: flash-sm90 where it takes the call, flash-sm80 otherwise (a feature or head dim
+// flash-sm90 lacks, or a tuning field that names an sm_80 configuration); RunInfo names the member that ran. And
+// auto puts flash-sm90 first where the policy measured it ahead: causal only, head dims 128, T and S ≥ 8192.
+TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
+  ATTNLAB_REQUIRE_HOPPER();
+  ATTNLAB_TEST_RNG(rng);
+  Case c = sm90_case(DType::bf16);
+  c.path = "flash";
+  c.B = 1, c.T = 200, c.S = 300, c.N = 2, c.K = 1;
+  c.expect_path = "flash-sm90";
+  check_forward(c, rng);
+  Case other = c;
+  other.softcap = 20.0f;
+  other.expect_path = "flash-sm80";
+  check_forward(other, rng);
+  other = c;
+  other.Hqk = other.Hv = 64;
+  other.expect_path = "flash-sm80";
+  check_forward(other, rng);
+  attnlab::Context tuned;
+  attnlab::Tuning tuning = tuned.tuning();
+  tuning.flash_config = 0;  // an sm_80 tile configuration
+  tuned.set_tuning(tuning);
+  other = c;
+  other.context = &tuned;
+  other.expect_path = "flash-sm80";
+  check_forward(other, rng);
+
+  // auto at a long causal shape: only which path ran is checked here (the grid above checks the numbers).
+  Case long_causal = sm90_case(DType::bf16);
+  long_causal.path = "auto";
+  long_causal.B = 1, long_causal.T = 8192, long_causal.S = 8192, long_causal.N = 1, long_causal.K = 1;
+  long_causal.mask.causal = true;
+  const Tensors t = make_inputs(long_causal, rng);
+  DeviceMirror mirror;
+  attnlab::Context ctx;
+  EXPECT_EQ(attnlab::forward(ctx, device_forward_args(long_causal, t, mirror)).path, "flash-sm90");
+  long_causal.mask.causal = false;
+  EXPECT_EQ(attnlab::forward(ctx, device_forward_args(long_causal, t, mirror)).path, "cudnn");
+  mirror.synchronize();
+}
 
 // What the path refuses, each with its rule, before any launch.
 TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {

@@ -108,8 +108,8 @@ struct Options {
   // A dimension of size 1 broadcasts. At most one of the two.
   TensorView bias;
   TensorView bool_mask;
-  // "auto" or a path name: "cpu-naive", "cpu-flash", "cuda-naive", "cudnn", "flash", "flash-sm90" (see
-  // list_paths()).
+  // "auto" or a path name: "cpu-naive", "cpu-flash", "cuda-naive", "cudnn", "flash" (attnlab's kernels:
+  // "flash-sm90" where it runs the call, else "flash-sm80"; either can be named), see list_paths().
   std::string path = "auto";
 };
 
@@ -140,11 +140,12 @@ class ATTNLAB_API Error : public std::runtime_error {
 // context's copy (tests do this instead of changing the process environment while threads run).
 // ---------------------------------------------------------------------------------------------------------------
 struct Tuning {
-  // ATTNLAB_FLASH_SMEM_LIMIT: bytes of shared memory a flash launch may use (−1 = the device's). A lower limit
+  // ATTNLAB_FLASH_SMEM_LIMIT: bytes of shared memory a flash-sm80 launch may use (−1 = the device's). A lower limit
   // stands for a smaller GPU (101376 runs the sm_86/sm_89 configurations on any GPU).
   std::int64_t flash_smem_limit = -1;
-  // ATTNLAB_FLASH_CONFIG: forces the i-th tile configuration of a head dim's list (−1 = chosen per call); on
-  // flash-sm90, its i-th kernel version (0 = s0, 1 = s1).
+  // ATTNLAB_FLASH_CONFIG: on flash-sm80, forces the i-th tile configuration of a head dim's list (−1 = chosen per
+  // call); on flash-sm90, its i-th kernel version (0 = s0, 1 = s1, 2 = s2). Path `flash` with either field set
+  // runs flash-sm80, which both describe.
   int flash_config = -1;
   // ATTNLAB_FLASH_SECTION_HEADS: (batch, head) pairs per longest-first scheduling section (0 = chosen per call;
   // ignored unless it divides B·N).
@@ -265,7 +266,7 @@ struct BackwardArgs {
 
 // What a call did.
 struct RunInfo {
-  std::string path;                 // the path that ran (resolves "auto")
+  std::string path;                 // the path that ran (resolves "auto"; for "flash", flash-sm80 or flash-sm90)
   std::size_t workspace_bytes = 0;  // scratch memory the path used (e.g. the naive paths' score matrix)
   // Device allocations the call made: growing the context's workspace, creating a library handle on a device for
   // the first time. 0 in the steady state, and 0 whenever a caller workspace is given once the context holds its

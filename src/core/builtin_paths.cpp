@@ -15,7 +15,8 @@ const core::Path& flash_path();
 namespace cuda {
 const core::Path& naive_path();
 const core::Path& cudnn_path();
-const core::Path& flash_path();
+const core::Path& flash_path();  // the family: flash-sm90 where it runs the call, else flash-sm80
+const core::Path& flash_sm80_path();
 const core::Path& flash_sm90_path();
 }  // namespace cuda
 #endif
@@ -31,6 +32,7 @@ const std::vector<const Path*>& registered_paths() {
       &cuda::naive_path(),
       &cuda::cudnn_path(),
       &cuda::flash_path(),
+      &cuda::flash_sm80_path(),
       &cuda::flash_sm90_path(),
 #endif
   };

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "attnlab/attention.h"
 #include "core/thread_pool.h"
@@ -28,9 +29,11 @@ struct __attribute__((visibility("hidden"))) Context::Impl {
   Tuning tuning = Tuning::from_environment();
   std::map<std::string, std::unique_ptr<PathState>, std::less<>> path_states;
 
-  // Per call, reported in RunInfo: scratch bytes the path used, device allocations it made.
+  // Per call, reported in RunInfo: scratch bytes the path used, device allocations it made, and which member of a
+  // family path ran (empty when the path runs its own kernels; `flash` names flash-sm80 or flash-sm90 here).
   std::size_t last_workspace_bytes = 0;
   int device_allocations = 0;
+  std::string_view ran_member;
 
   // The state a path keeps in this context, default-constructed on first use.
   template <class State>

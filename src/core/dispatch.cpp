@@ -31,6 +31,9 @@ CallTraits call_traits(const Problem& p) {
   const Dims& d = p.dims;
   t.flops = 4.0 * double(d.B) * double(d.N) * double(d.T) * double(d.S) * double(d.Hqk);
   t.cc = p.device == Device::cuda ? device_compute_capability(p.device_index) : 0;
+  t.T = d.T, t.S = d.S, t.Hqk = d.Hqk, t.Hv = d.Hv;
+  t.causal_only = p.mask.causal && p.mask.window_left < 0 && p.softcap <= 0.0f && p.bias.empty() &&
+                  p.bool_mask.empty() && !p.has_seqlens();
   return t;
 }
 
@@ -136,10 +139,12 @@ template <class Args>
 RunInfo run(Context& ctx, const Args& args) {
   const core::Problem problem = problem_on(ctx, args);
   ctx.impl().device_allocations = 0;  // per call: a path that refused may have made a handle already
+  ctx.impl().ran_member = {};
   const core::Path& path =
       first_accepting(args.options.path, problem, [&](const core::Path& p) { return try_path(ctx, p, problem); });
   const Context::Impl& impl = ctx.impl();
-  return RunInfo{std::string(path.name()), impl.last_workspace_bytes, impl.device_allocations};
+  const std::string_view ran = impl.ran_member.empty() ? path.name() : impl.ran_member;
+  return RunInfo{std::string(ran), impl.last_workspace_bytes, impl.device_allocations};
 }
 
 // why_not's answer from an attempt: nullopt when the walk found a path, the failure's message when not.

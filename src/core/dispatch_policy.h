@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "core/problem.h"
@@ -18,6 +19,9 @@ struct CallTraits {
   DType dtype = DType::f32;
   double flops = 0;  // 4·B·N·T·S·Hqk (mask-independent: the policy's thresholds were measured this way)
   int cc = 0;        // compute capability × 10 of the call's GPU; 0 on the CPU
+  // The shape and mask, for rows measured on one kind of call only.
+  std::int64_t T = 0, S = 0, Hqk = 0, Hv = 0;
+  bool causal_only = false;  // a causal mask and nothing else: no window, softcap, bias, boolean mask or lengths
 };
 
 CallTraits call_traits(const Problem& problem);  // defined in dispatch.cpp

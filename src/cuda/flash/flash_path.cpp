@@ -1,7 +1,8 @@
-// flash: attnlab's own fused forward kernel for sm_80 and newer (FlashAttention-2 class: Q block per thread
+// flash-sm80: attnlab's own fused forward kernels for sm_80 and newer (FlashAttention-2 class: Q block per thread
 // block, K/V tiles streamed through shared memory with cp.async, mma.sync tensor cores, online softmax in
 // registers). This file is the path: its support rules and the host side of a call. The kernel is in
-// flash_kernel.cuh and the files it includes.
+// flash_kernel.cuh and the files it includes. Path `flash` runs this family wherever flash-sm90 does not take the
+// call (cuda/flash_family_path.cpp).
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -27,7 +28,7 @@ namespace attnlab::cuda {
 namespace flash {
 namespace {
 
-constexpr const char* kName = "flash";
+constexpr const char* kName = "flash-sm80";
 constexpr const char* kHeadDims = "32, 64, 96, 128, 192, 256 and 192/128";
 
 // The tuning fields (attention.h, README) flash reads, from the call's context:
@@ -173,7 +174,7 @@ class FlashPath final : public core::Path {
 }  // namespace
 }  // namespace flash
 
-const core::Path& flash_path() {
+const core::Path& flash_sm80_path() {
   static const flash::FlashPath path;
   return path;
 }

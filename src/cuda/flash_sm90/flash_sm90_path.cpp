@@ -1,7 +1,7 @@
 // flash-sm90: attnlab's Hopper-native forward kernel (wgmma, TMA, warp specialization; kernel.cuh), for compute
-// capability 9.0 (H100/H200) only. This file is the path: its support rules and the host side of a call. `flash`
-// remains the sm_80 family (cuda/flash/) until the measured policy moves the Hopper calls here
-// (core/dispatch_policy.cpp); this path runs only when asked for by name.
+// capability 9.0 (H100/H200) only. This file is the path: its support rules and the host side of a call. Path
+// `flash` runs it wherever these rules accept the call, and the sm_80 family (flash-sm80) otherwise
+// (cuda/flash_family_path.cpp).
 #include <climits>
 #include <cstdint>
 #include <string>

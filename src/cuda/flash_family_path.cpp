@@ -1,0 +1,71 @@
+// flash: attnlab's own forward kernels as one path. Two kernel families sit behind it, each also a path of its own
+// so that a caller (or the lab, side by side) can force one:
+//   flash-sm90  the Hopper-native kernels (cuda/flash_sm90/), compute capability 9.0 only;
+//   flash-sm80  the FlashAttention-2-class kernels (cuda/flash/), every GPU of compute capability ≥ 8.0.
+// A call runs on flash-sm90 when that family accepts it and on flash-sm80 otherwise, so `flash` supports the union
+// of both (the sm_80 family's features — softcap, bias, boolean masks, lengths, f32, more head dims — included).
+// Measured on the H200 (docs/perf-notes.md, flash-sm90): where both run, flash-sm90 is 1.6–1.9× flash-sm80.
+//
+// The tuning fields that name sm_80 configurations (Tuning::flash_config as a tile-configuration index,
+// flash_smem_limit) keep their meaning here: a call that sets either runs on flash-sm80, which they describe.
+// flash-sm90's kernel versions are chosen on path=flash-sm90.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/context_impl.h"
+#include "core/path.h"
+#include "cuda/common/device.h"
+
+namespace attnlab::cuda {
+
+const core::Path& flash_sm80_path();
+const core::Path& flash_sm90_path();
+
+namespace {
+
+class FlashFamilyPath final : public core::Path {
+ public:
+  std::string_view name() const override { return "flash"; }
+  Device device() const override { return Device::cuda; }
+  std::string summary() const override {
+    return "attnlab's own kernels: flash-sm90 where it runs the call (cc 9.0), flash-sm80 otherwise";
+  }
+  std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
+
+  std::optional<std::string> why_not(const core::Problem& p) const override {
+    if (sm90_accepts(p)) return std::nullopt;
+    return flash_sm80_path().why_not(p);
+  }
+  core::Verdict plan(Context::Impl& ctx, const core::Problem& p) const override {
+    return (sm90_accepts(p) ? flash_sm90_path() : flash_sm80_path()).plan(ctx, p);
+  }
+  // The member that ran is what RunInfo reports (Context::Impl::ran_member).
+  std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
+    if (may_use_sm90(p) && !flash_sm90_path().run_if_able(ctx, p)) {
+      ctx.ran_member = flash_sm90_path().name();
+      return std::nullopt;
+    }
+    auto why = flash_sm80_path().run_if_able(ctx, p);
+    if (!why) ctx.ran_member = flash_sm80_path().name();
+    return why;
+  }
+
+ private:
+  // Tuning fields that describe sm_80 configurations send the call there (see the top of this file).
+  static bool may_use_sm90(const core::Problem& p) {
+    return p.tuning->flash_config < 0 && p.tuning->flash_smem_limit < 0;
+  }
+  static bool sm90_accepts(const core::Problem& p) {
+    return may_use_sm90(p) && !flash_sm90_path().why_not(p).has_value();
+  }
+};
+
+}  // namespace
+
+const core::Path& flash_path() {
+  static const FlashFamilyPath path;
+  return path;
+}
+
+}  // namespace attnlab::cuda
