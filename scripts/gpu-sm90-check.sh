@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Everything a flash-sm90 (Hopper kernel) change must show, in one run on an H100/H200, from a folder made by
 # scripts/gpu-build.sh (there it is sm90-check.sh). Each step is bounded in time and leaves its files as it goes:
-#   1. the flash-sm90 GPU tests (test_gpu_flash, *Sm90*, sharded over the cores);
-#   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set: 113×203 and 1023×1024 in bf16, both
-#      kernel versions, on the default stream;
+#   1. the flash-sm90 GPU tests and path flash's choice between the families (test_gpu_flash, *Sm90* and
+#      *FlashFamily*, sharded over the cores);
+#   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set: 113×203 and 1023×1024 in bf16, every
+#      head dim and kernel version, and s3's CTAs walking several blocks, on the default stream;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS of them, default 3): attnlab bench (flash-sm90, flash, cudnn)
-#      and bench/peers.py (torch-flash = FA2) on bench/workloads_fwd.json's rows at the family's head dims
-#      (ATTNLAB_SM90_HEADS, default "128"), then bench/flash_table.py per version (rows labelled flash-sm90-sN).
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3"): attnlab bench (flash-sm90, and in
+#      the first version's process flash-sm80 and cudnn) and bench/peers.py (torch-flash = FA2) on bench/workloads_fwd.json's rows at the family's head dims
+#      (ATTNLAB_SM90_HEADS, default "64 128 256"), then bench/flash_table.py per version (rows labelled flash-sm90-sN).
 #   sm90-check.sh [OUT_DIR] [--no-table]
 # Writes OUT_DIR/{tests.txt,sanitizer-*.txt,fwd-*.jsonl,table-s*.md,summary.txt}. Exits 1 when a test fails, a
 # sanitizer reports anything or a step runs out of time.
@@ -26,7 +27,7 @@ shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
 pids=()
 for ((i = 0; i < shards; ++i)); do
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 240 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
-    --gtest_filter='*Sm90*' > "$out/tests-$i.txt" 2>&1 &
+    --gtest_filter='*Sm90*:*FlashFamily*' > "$out/tests-$i.txt" 2>&1 &
   pids+=($!)
 done
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
@@ -41,7 +42,9 @@ if [[ $passed == 0 ]]; then
   status=1
 fi
 
-filter='*GpuFlashSm90Grid.MatchesReference/bf16_113x203_s*:*GpuFlashSm90Grid.MatchesReference/bf16_1023x1024_s*'
+filter='*GpuFlashSm90Grid.MatchesReference/bf16_h*_113x203_s*:*GpuFlashSm90Grid.MatchesReference/bf16_h*_1023x1024_s*'
+# and a persistent CTA walking several blocks (s3), with blocks that see no key
+filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s3'
 for tool in memcheck racecheck synccheck; do
   log="$out/sanitizer-$tool.txt"
   timeout 300 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
@@ -54,7 +57,7 @@ done
 if [[ "$table" != "--no-table" ]]; then
   # The benchmark set's shapes the family runs (its head dims so far: ATTNLAB_SM90_HEADS, space-separated).
   workloads="$out/workloads-sm90.json"
-  python3 - "$dist/bench/workloads_fwd.json" "$workloads" "${ATTNLAB_SM90_HEADS:-128}" <<'PY'
+  python3 - "$dist/bench/workloads_fwd.json" "$workloads" "${ATTNLAB_SM90_HEADS:-64 128 256}" <<'PY'
 import json, sys
 spec = json.load(open(sys.argv[1]))
 heads = {int(h) for h in sys.argv[3].split()}
@@ -65,11 +68,12 @@ PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
-  for version in $(seq 0 $(( ${ATTNLAB_SM90_VERSIONS:-3} - 1 ))); do
-    paths="flash-sm90"; [[ $version == 0 ]] && paths="flash-sm90,flash-sm80,cudnn"
+  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3})
+  for version in "${versions[@]}"; do
+    paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,flash-sm80,cudnn"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$workloads" \
       --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
-    # The version's rows under their own name; flash and cudnn (measured in the s0 process) stay as they are.
+    # The version's rows under their own name; flash-sm80 and cudnn (measured in the first process) stay as they are.
     python3 - "$out/fwd-s$version.jsonl" "$version" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
@@ -79,7 +83,8 @@ with open(sys.argv[1], "w") as f:
             r["path"] = f"flash-sm90-s{sys.argv[2]}"
         f.write(json.dumps(r) + "\n")
 PY
-    python3 "$dist/bench/flash_table.py" --rows "$out/fwd-s0.jsonl" "$out/fwd-s$version.jsonl" "$out/fwd-peers.jsonl" \
+    python3 "$dist/bench/flash_table.py" --rows "$out/fwd-s${versions[0]}.jsonl" "$out/fwd-s$version.jsonl" \
+      "$out/fwd-peers.jsonl" \
       --flash "flash-sm90-s$version" > "$out/table-s$version.md" 2> "$out/table-s$version.err"
     say "table, flash-sm90 s$version (${SECONDS}s):"
     cat "$out/table-s$version.md" | tee -a "$out/summary.txt"

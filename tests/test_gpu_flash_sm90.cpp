@@ -1,7 +1,8 @@
 // The flash-sm90 path (the Hopper kernels, cuda/flash_sm90/) against the fp64 CPU reference, forced by name: the
-// odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224) without a mask and with causal masks of both
+// odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64 and 256 too)
+// without a mask and with causal masks of both
 // alignments, on the default and on a non-blocking stream; sliding windows, GQA/MQA, shapes drawn at random through
-// one context; each kernel version (s0, s1, s2) by index; path flash choosing between the two families; and its
+// one context; each kernel version (s1, s2, s3) by index; path flash choosing between the two families; and its
 // refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
 // visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
 #include <gtest/gtest.h>
@@ -44,12 +45,12 @@ std::string hopper_unavailable() {
     if (!why_not_hopper.empty()) GTEST_SKIP() << "GPU test skipped: " << why_not_hopper; \
   } while (0)
 
-Case sm90_case(DType dtype) {
+Case sm90_case(DType dtype, std::int64_t head_dim = 128) {
   Case c;
   c.device = Device::cuda;
   c.path = "flash-sm90";
   c.dtype = dtype;
-  c.Hqk = c.Hv = 128;
+  c.Hqk = c.Hv = head_dim;
   return c;
 }
 
@@ -70,12 +71,12 @@ void* nonblocking_stream() {
 struct Shape {
   std::int64_t T, S;
 };
-// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 0 = s0, 1 = s1, 2 = s2)
-using GridParam = std::tuple<DType, Shape, bool, int>;
+// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1, 2 = s2, 3 = s3), head dim
+using GridParam = std::tuple<DType, Shape, bool, int, int>;
 
 // A context that runs kernel version `version` of flash-sm90.
 attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[3];
+  static attnlab::Context contexts[4];
   attnlab::Tuning tuning = contexts[version].tuning();
   tuning.flash_config = version;
   contexts[version].set_tuning(tuning);
@@ -86,9 +87,9 @@ class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 
 TEST_P(GpuFlashSm90Grid, MatchesReference) {
   ATTNLAB_REQUIRE_HOPPER();
-  const auto& [dtype, shape, nonblocking, version] = GetParam();
+  const auto& [dtype, shape, nonblocking, version, head_dim] = GetParam();
   ATTNLAB_TEST_RNG(rng);
-  Case c = sm90_case(dtype);
+  Case c = sm90_case(dtype, head_dim);
   c.T = shape.T, c.S = shape.S;
   c.context = &version_context(version);
   const bool big = shape.T * shape.S > 2'000'000, mid = shape.T * shape.S > 100'000;
@@ -110,20 +111,27 @@ TEST_P(GpuFlashSm90Grid, MatchesReference) {
 }
 
 std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
-  const auto& [dtype, shape, nonblocking, version] = info.param;
-  return std::string(dtype_name(dtype)) + "_" + std::to_string(shape.T) + "x" + std::to_string(shape.S) +
-         (nonblocking ? "_nonblocking" : "") + "_s" + std::to_string(version);
+  const auto& [dtype, shape, nonblocking, version, head_dim] = info.param;
+  return std::string(dtype_name(dtype)) + "_h" + std::to_string(head_dim) + "_" + std::to_string(shape.T) + "x" +
+         std::to_string(shape.S) + (nonblocking ? "_nonblocking" : "") + "_s" + std::to_string(version);
 }
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(0, 1, 2)),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3), ::testing::Values(128)),
+                         grid_name);
+// Head dims 64 and 256 (key tiles of 128 and 64 keys): most of the odd shapes, both streams, every version.
+INSTANTIATE_TEST_SUITE_P(HeadDims, GpuFlashSm90Grid,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
+                                                              Shape{1023, 1024}),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3), ::testing::Values(64, 256)),
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(0, 1, 2)),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3), ::testing::Values(128)),
                          grid_name);
 
 using DtypeVersion = std::tuple<DType, int>;
@@ -148,14 +156,22 @@ TEST_P(GpuFlashSm90, WindowsAndSharedKVHeads) {
   check_forward(c, rng);
   c.N = 4, c.K = 1, c.mask = {};
   check_forward(c, rng);
+  for (const std::int64_t head_dim : {64, 256}) {
+    Case other = sm90_case(dtype(), head_dim);
+    other.context = c.context;
+    other.B = 2, other.T = 300, other.S = 517, other.N = 6, other.K = 2;
+    other.mask.window_left = 70, other.mask.window_right = 33;
+    check_forward(other, rng);
+  }
 }
 
 // Shapes drawn at random through one context: query blocks, key tiles and masks in every combination.
 TEST_P(GpuFlashSm90, RandomShapesOneContext) {
   ATTNLAB_TEST_RNG(rng);
   attnlab::Context& shared = version_context(version());
+  const std::int64_t head_dims[] = {64, 128, 256};
   for (int i = 0; i < 30; ++i) {
-    Case c = sm90_case(dtype());
+    Case c = sm90_case(dtype(), head_dims[rng.integer(0, 2)]);
     c.B = rng.integer(1, 3), c.T = rng.integer(1, 400), c.S = rng.integer(1, 400);
     c.N = 4, c.K = rng.chance(0.5) ? 4 : 2;
     c.mask.causal = rng.chance(0.5);
@@ -163,6 +179,28 @@ TEST_P(GpuFlashSm90, RandomShapesOneContext) {
     if (rng.chance(0.3)) c.mask.window_left = rng.integer(0, 100);
     c.context = &shared;
     check_forward(c, rng);
+  }
+}
+
+// More blocks than the GPU has SMs, so that a persistent CTA (s3) walks several: its pipeline steps, Q's barrier
+// phases and the ping-pong turns continue from block to block. A bottom-right causal mask with T − S ≥ 128 gives
+// blocks that see no key at all (O = 0, LSE = −inf) in the middle of a CTA's walk. Every head dim.
+TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
+  ATTNLAB_TEST_RNG(rng);
+  for (const std::int64_t head_dim : {64, 128, 256}) {
+    Case c = sm90_case(dtype(), head_dim);
+    c.context = &version_context(version());
+    c.B = 4, c.T = 300, c.S = 300, c.N = 40, c.K = 8;  // 3 · 40 · 4 = 480 blocks
+    SCOPED_TRACE("head dim " + std::to_string(head_dim));
+    check_forward(c, rng);
+    c.mask.causal = true;
+    check_forward(c, rng);
+    Case empty_rows = sm90_case(dtype(), head_dim);
+    empty_rows.context = c.context;
+    empty_rows.B = 2, empty_rows.T = 1500, empty_rows.S = 200, empty_rows.N = 24, empty_rows.K = 24;  // 576 blocks
+    empty_rows.mask.causal = true;
+    empty_rows.mask.align = attnlab::MaskAlign::bottom_right;  // rows below 1300 see no key
+    check_forward(empty_rows, rng);
   }
 }
 
@@ -186,7 +224,7 @@ TEST_P(GpuFlashSm90, AnyScale) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
-                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(0, 1, 2)),
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(1, 2, 3)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
@@ -208,7 +246,7 @@ TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
   other.expect_path = "flash-sm80";
   check_forward(other, rng);
   other = c;
-  other.Hqk = other.Hv = 64;
+  other.Hqk = other.Hv = 96;
   other.expect_path = "flash-sm80";
   check_forward(other, rng);
   attnlab::Context tuned;
@@ -240,8 +278,11 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   Case c = sm90_case(DType::bf16);
   c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
   Case other = c;
-  other.Hqk = other.Hv = 64;
-  expect_forward_refused_on_device(other, "head dims 64/64");
+  other.Hqk = other.Hv = 96;
+  expect_forward_refused_on_device(other, "head dims 96/96");
+  other = c;
+  other.Hv = 64;
+  expect_forward_refused_on_device(other, "head dims 128/64");
   other = c;
   other.dtype = DType::f32;
   expect_forward_refused_on_device(other, "f32 inputs unsupported");
@@ -254,14 +295,16 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   // A version index past the list (Tuning::flash_config), through why_not in a context tuned that way.
   attnlab::Context tuned;
   attnlab::Tuning tuning = tuned.tuning();
-  tuning.flash_config = 3;
-  tuned.set_tuning(tuning);
   ATTNLAB_TEST_RNG(rng);
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));
-  ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("names no kernel version"), std::string::npos) << *why;
+  for (const int index : {0, 4}) {  // s0 was retired; 4 is past the list
+    tuning.flash_config = index;
+    tuned.set_tuning(tuning);
+    const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));
+    ASSERT_TRUE(why.has_value()) << index;
+    EXPECT_NE(why->find("names no kernel version"), std::string::npos) << *why;
+  }
 }
 
 }  // namespace

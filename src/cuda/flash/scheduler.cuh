@@ -19,12 +19,17 @@ struct BlockCoord {
   int m_block, head, batch;
 };
 
-__device__ __forceinline__ BlockCoord block_coord(const FlashParams& p) {
-  const unsigned m_blocks = gridDim.x, group = unsigned(p.section_heads);  // grid < 2^31 blocks (flash_path.cpp)
-  const unsigned linear = blockIdx.x + m_blocks * (blockIdx.y + gridDim.y * blockIdx.z);
+// Work item `linear` of m_blocks · N · B in that order (a persistent kernel walks them itself: flash_sm90).
+__device__ __forceinline__ BlockCoord coord_of(const FlashParams& p, unsigned linear, unsigned m_blocks) {
+  const unsigned group = unsigned(p.section_heads);  // m_blocks · N · B < 2^31 (the paths' rules)
   const unsigned section = linear / (group * m_blocks), within = linear - section * group * m_blocks;
   const unsigned pair = section * group + within % group;  // batch · N + head
   return {int(m_blocks - 1 - within / group), int(pair % unsigned(p.N)), int(pair / unsigned(p.N))};
+}
+
+__device__ __forceinline__ BlockCoord block_coord(const FlashParams& p) {
+  const unsigned m_blocks = gridDim.x;
+  return coord_of(p, blockIdx.x + m_blocks * (blockIdx.y + gridDim.y * blockIdx.z), m_blocks);
 }
 
 // A per-batch length from the device, clamped to [0, full] so that a bad value cannot send a load out of bounds.

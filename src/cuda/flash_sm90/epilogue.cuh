@@ -23,9 +23,13 @@ __device__ __forceinline__ std::uint32_t swizzled_offset(int row, int col) {
                        (byte & 15));
 }
 
+// Q's shared memory is free for the CTA's next block once this store has read it: `q_empty` gets this warpgroup's
+// arrival then.
 template <class Traits>
-__device__ void store_output(const KernelParams& kp, std::uint32_t smem, unsigned char* smem_generic,
-                             const BlockWork& w, int consumer, int warp, int lane, const float (&o)[64],
+__device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::uint32_t q_empty,
+                             unsigned char* smem_generic,
+                             const BlockWork& w, int consumer, int warp, int lane,
+                             const float (&o)[Traits::kORegs],
                              const OnlineSoftmax& softmax) {
   using Element = typename Traits::Element;
   const flash::FlashParams& p = kp.p;
@@ -38,7 +42,7 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, unsigne
     const bool seen = row < w.q_len && l > 0.0f;
     const float inv = seen ? __frcp_rn(l) : 0.0f;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < Traits::kORegs / 4; ++j) {
       const int col = 8 * j + 2 * (lane & 3);
       *reinterpret_cast<std::uint32_t*>(smem_generic + swizzled_offset<Traits>(local, col)) =
           ptx::pack2<Element>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
@@ -57,6 +61,7 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, unsigne
                      64 * half, w.m0 + local0, w.head, w.batch);
     ptx::tma_store_commit();
     ptx::tma_store_wait_read();
+    ptx::arrive(q_empty);
   }
 }
 

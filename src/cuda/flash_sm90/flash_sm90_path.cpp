@@ -30,7 +30,7 @@ class FlashSm90Path final : public core::Path {
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
     return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two consumer warpgroups); bf16/f16 "
-           "forward, head dim 128, causal/window, GQA/MQA, LSE; cc 9.0";
+           "forward, head dims 64, 128 and 256, causal/window, GQA/MQA, LSE; cc 9.0";
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
@@ -50,12 +50,12 @@ class FlashSm90Path final : public core::Path {
   }
 
  private:
-  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 takes
-  // the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other scale
-  // (zero, negative) runs s1, which scales first.
+  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 and s3
+  // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
+  // scale (zero, negative) runs s1, which scales first.
   static int version(const core::Problem& p) {
     const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
-    return v == 2 && !(p.scale > 0.0f) ? 1 : v;
+    return v >= 2 && !(p.scale > 0.0f) ? 1 : v;
   }
 
   static std::optional<std::string> rules(const core::Problem& p) {
@@ -67,7 +67,8 @@ class FlashSm90Path final : public core::Path {
     if (!has_instance(DType::bf16, 128, 128))
       return std::string("this build has no sm_90a kernels (its CUDA architectures did not include 90a)");
     if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
-      return fmt::format("head dims {}/{} unsupported; it has 128 (other head dims run on path=flash)", d.Hqk, d.Hv);
+      return fmt::format("head dims {}/{} unsupported; it has 64, 128 and 256 (other head dims run on path=flash)",
+                         d.Hqk, d.Hv);
     const DeviceProperties& dev = device_properties(p.device_index);
     if (dev.cc_major != 9 || dev.cc_minor != 0)
       return fmt::format("needs compute capability 9.0 (its kernels are sm_90a code; this GPU is {}.{}): use "
@@ -81,9 +82,10 @@ class FlashSm90Path final : public core::Path {
     if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
     if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
       return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
-    if (p.tuning->flash_config >= kVersions)
-      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has {}: 0 = s0, 1 = s1, 2 = s2)",
-                         p.tuning->flash_config, kVersions);
+    if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
+      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3; s0 "
+                         "was retired)",
+                         p.tuning->flash_config);
     return tensor_map_rule(p);
   }
 };

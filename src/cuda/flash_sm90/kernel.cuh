@@ -1,7 +1,8 @@
 // attnlab's sm_90a flash forward kernel: warp-specialized (one producer warpgroup issuing TMA, two consumer
 // warpgroups running wgmma and the softmax), K/V in a two-slot mbarrier pipeline, O out through shared memory and
-// a TMA store. Its parts: scheduler.cuh (which block), pipeline.cuh (the slots), mainloop.cuh (both roles),
-// softmax.cuh, epilogue.cuh; ptx.cuh has the instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist
+// a TMA store; from s3 on persistent (one CTA per SM walking the blocks). Its parts: scheduler.cuh (which block),
+// pipeline.cuh (the slots), mainloop.cuh (both roles), softmax.cuh, epilogue.cuh; ptx.cuh and gmma.cuh have the
+// instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist
 // there alone); on any other architecture the kernel body is empty and the path never launches it
 // (flash_sm90_path.cpp).
 #pragma once
@@ -28,25 +29,52 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
   if (threadIdx.x == 0) pipe.init();
   __syncthreads();
 
-  const BlockWork w = block_work<Traits>(kp.p);
   const int warpgroup = int(threadIdx.x) / 128;
+  const flash::FlashParams& p = kp.p;
   if (warpgroup == 0) {
     ptx::registers_decrease<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0) produce<Traits>(kp, pipe, smem, w);
+    if (threadIdx.x != 0) return;
+    ptx::prefetch_tensor_map(&kp.q);
+    ptx::prefetch_tensor_map(&kp.k);
+    ptx::prefetch_tensor_map(&kp.v);
+    if constexpr (Traits::kPersistent) {
+      BlockSchedule at;
+      for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance()) {
+        const BlockWork w = block_work<Traits>(p, walk.coord(p));
+        produce<Traits>(kp, pipe, smem, w, at);
+        at.step0 += std::uint32_t(w.tiles());
+        at.q_phase ^= 1u;
+      }
+    } else {
+      produce<Traits>(kp, pipe, smem, block_work<Traits>(p, flash::block_coord(p)), BlockSchedule{});
+    }
     return;
   }
   ptx::registers_increase<Traits::kConsumerRegisters>();
   const int consumer = warpgroup - 1, warp = (int(threadIdx.x) / 32) % 4, lane = int(threadIdx.x) % 32;
-  float o[64];
+  // One block: O from zero, the softmax state fresh, the main loop, the epilogue.
+  auto run_block = [&](const BlockWork& w, const BlockSchedule& at) {
+    float o[Traits::kORegs];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  OnlineSoftmax softmax;
-  softmax.init();
-  if constexpr (Traits::kVersion == 0)
-    consume_serial<Traits>(kp, pipe, smem, w, consumer, warp, lane, o, softmax);
-  else
-    consume_overlapped<Traits>(kp, pipe, smem, w, consumer, warp, lane, o, softmax);
-  store_output<Traits>(kp, smem, smem_generic, w, consumer, warp, lane, o, softmax);
+    for (int i = 0; i < Traits::kORegs; ++i) o[i] = 0.0f;
+    OnlineSoftmax softmax;
+    softmax.init();
+    consume_overlapped<Traits>(kp, pipe, smem, w, at, consumer, warp, lane, o, softmax);
+    store_output<Traits>(kp, smem, pipe.q_empty(), smem_generic, w, consumer, warp, lane, o, softmax);
+  };
+  if constexpr (Traits::kPersistent) {
+    BlockSchedule at;
+    for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance()) {
+      const BlockWork w = block_work<Traits>(p, walk.coord(p));
+      at.last_block = walk.last(p);
+      run_block(w, at);
+      at.step0 += std::uint32_t(w.tiles());
+      at.q_phase ^= 1u;
+      at.first_block = false;
+    }
+  } else {
+    run_block(block_work<Traits>(p, flash::block_coord(p)), BlockSchedule{});
+  }
 #endif
 }
 

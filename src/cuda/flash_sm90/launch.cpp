@@ -22,10 +22,10 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
 namespace {
 template <class Element, int kHead>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 3);
+  static_assert(kVersions == 4);
+  if (version == 3) return launch_forward<Element, kHead, 3>(params, device, stream);
   if (version == 2) return launch_forward<Element, kHead, 2>(params, device, stream);
-  if (version == 1) return launch_forward<Element, kHead, 1>(params, device, stream);
-  return launch_forward<Element, kHead, 0>(params, device, stream);
+  return launch_forward<Element, kHead, 1>(params, device, stream);
 }
 }  // namespace
 

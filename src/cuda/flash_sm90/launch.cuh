@@ -1,9 +1,11 @@
 // The launch of one sm_90a instantiation (included by the generated instance files only).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/device.h"
 #include "cuda/flash_sm90/kernel.cuh"
 #include "cuda/flash_sm90/launch.h"
 #include "cuda/flash_sm90/traits.h"
@@ -25,7 +27,12 @@ void launch_forward(const KernelParams& params, int device, cudaStream_t stream)
     opted_in.fetch_or(bit, std::memory_order_acq_rel);
   }
   const flash::FlashParams& p = params.p;
-  const dim3 grid((p.T + T::kBlockM - 1) / T::kBlockM, p.N, p.B);
+  dim3 grid((p.T + T::kBlockM - 1) / T::kBlockM, p.N, p.B);
+  if constexpr (T::kPersistent) {
+    // A 1-D grid of one CTA per SM (a CTA fills an SM's shared memory), none idle: at most one per block.
+    const long long blocks = (long long)grid.x * grid.y * grid.z;
+    grid = dim3(unsigned(std::min<long long>(blocks, device_properties(device).sm_count)), 1, 1);
+  }
   kernel<<<grid, T::kThreads, T::kSmemAllocation, stream>>>(params);
   check_cuda(cudaGetLastError(), "flash-sm90: kernel launch");
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/mask.h"
+#include "cuda/flash_sm90/gmma.cuh"
 #include "cuda/flash_sm90/params.h"
 #include "cuda/flash_sm90/pipeline.cuh"
 #include "cuda/flash_sm90/ptx.cuh"
@@ -20,64 +21,89 @@ struct BlockWork {
   int q_len, kv_len;
   int tile_begin, tile_end;        // key tiles [tile_begin, tile_end) of kBlockN keys
   int full_begin, full_end;        // keys every row of the block sees
+  __device__ int tiles() const { return tile_end > tile_begin ? tile_end - tile_begin : 0; }
 };
 
+// Where a block sits in its CTA's sequence: a persistent CTA (s3) runs several blocks through one pipeline, whose
+// slots and phases continue (step0: the pipeline step of this block's first key tile), with Q's barriers in phase
+// q_phase, and one sequence of ping-pong turns. A CTA of one block is {0, 0, true, true}.
+struct BlockSchedule {
+  std::uint32_t step0 = 0;
+  std::uint32_t q_phase = 0;
+  bool first_block = true, last_block = true;
+};
+
+// The producer's loads for one block: K of its first key tile, then Q once Q's shared memory is free (a persistent
+// CTA's previous block staged its output there; a fresh barrier passes at once), then V of that tile and both of
+// every further tile, each into the next free slot.
 template <class Traits>
 __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
-                        const BlockWork& w) {
-  ptx::prefetch_tensor_map(&kp.q);
-  ptx::prefetch_tensor_map(&kp.k);
-  ptx::prefetch_tensor_map(&kp.v);
-  ptx::arrive_expect_bytes(pipe.q_full(), Traits::kQBytes);
-#pragma unroll
-  for (int h = 0; h < Traits::kHalves; ++h)
-    ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQHalfBytes, &kp.q, pipe.q_full(), 64 * h, w.m0, w.head,
-                  w.batch);
-  for (int j = w.tile_begin, step = 0; j < w.tile_end; ++j, ++step) {
-    const int slot = Pipeline<Traits>::slot(step), key0 = j * Traits::kBlockN;
+                        const BlockWork& w, const BlockSchedule& at) {
+  // The tensor maps were prefetched once per CTA (kernel.cuh).
+  auto load_k = [&](int j, std::uint32_t step) {
+    const int slot = Pipeline<Traits>::slot(step);
     pipe.producer_acquire_k(step);
     ptx::arrive_expect_bytes(pipe.k_full(slot), Traits::kKVBytes);
 #pragma unroll
     for (int h = 0; h < Traits::kHalves; ++h)
       ptx::tma_load(smem + Traits::kKOffset + slot * Traits::kKVBytes + h * Traits::kKVHalfBytes, &kp.k,
-                    pipe.k_full(slot), 64 * h, key0, w.kv_head, w.batch);
+                    pipe.k_full(slot), 64 * h, j * Traits::kBlockN, w.kv_head, w.batch);
+  };
+  auto load_v = [&](int j, std::uint32_t step) {
+    const int slot = Pipeline<Traits>::slot(step);
     pipe.producer_acquire_v(step);
     ptx::arrive_expect_bytes(pipe.v_full(slot), Traits::kKVBytes);
 #pragma unroll
     for (int h = 0; h < Traits::kHalves; ++h)
       ptx::tma_load(smem + Traits::kVOffset + slot * Traits::kKVBytes + h * Traits::kKVHalfBytes, &kp.v,
-                    pipe.v_full(slot), 64 * h, key0, w.kv_head, w.batch);
+                    pipe.v_full(slot), 64 * h, j * Traits::kBlockN, w.kv_head, w.batch);
+  };
+  const int tiles = w.tiles();
+  if (tiles > 0) load_k(w.tile_begin, at.step0);
+  ptx::wait(pipe.q_empty(), at.q_phase ^ 1u);
+  ptx::arrive_expect_bytes(pipe.q_full(), Traits::kQBytes);
+#pragma unroll
+  for (int h = 0; h < Traits::kHalves; ++h)
+    ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQHalfBytes, &kp.q, pipe.q_full(), 64 * h, w.m0, w.head,
+                  w.batch);
+  if (tiles > 0) load_v(w.tile_begin, at.step0);
+  for (int i = 1; i < tiles; ++i) {
+    load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
+    load_v(w.tile_begin + i, at.step0 + std::uint32_t(i));
   }
 }
 
 // A consumer warpgroup's two GEMMs as wgmma chains, each issued and committed as one group. Q (A, K-major): this
-// warpgroup's 64 rows; key step k reads columns 16k … 16k + 15, which lie in column half k / 4 at byte 32·(k % 4) of
-// each swizzled row. K (B, K-major) likewise over its 128 rows. V (B, MN-major): key step k reads rows 16k … 16k + 15
-// (2048 bytes further per step), its two column halves kKVHalfBytes apart (the leading offset), 8-row groups 1024
-// bytes apart (the stride offset).
+// warpgroup's 64 rows; key step k reads columns 16k … 16k + 15, which lie in column slice k / 4 at byte 32·(k % 4)
+// of each swizzled row. K (B, K-major) likewise over its kBlockN rows. V (B, MN-major): key step k reads rows
+// 16k … 16k + 15 (2048 bytes further per step), its column slices kKVHalfBytes apart (the leading offset), 8-row
+// groups 1024 bytes apart (the stride offset).
 template <class Traits>
 struct ConsumerMma {
   using Element = typename Traits::Element;
   std::uint32_t q_base;  // this warpgroup's first Q row
 
-  __device__ void issue_qk(float (&s)[64], std::uint32_t k_tile) const {
+  __device__ void issue_qk(float (&s)[Traits::kSRegs], std::uint32_t k_tile) const {
     ptx::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < Traits::kHead / 16; ++k) {
       const int half = k / 4, within = 32 * (k % 4);
-      ptx::mma_ss<Element>(s, ptx::make_descriptor(q_base + half * Traits::kQHalfBytes + within, 16, 1024),
-                           ptx::make_descriptor(k_tile + half * Traits::kKVHalfBytes + within, 16, 1024), k > 0);
+      gmma::mma_ss<Element, Traits::kBlockN>(
+          s, ptx::make_descriptor(q_base + half * Traits::kQHalfBytes + within, 16, 1024),
+          ptx::make_descriptor(k_tile + half * Traits::kKVHalfBytes + within, 16, 1024), k > 0);
     }
     ptx::wgmma_commit();
   }
-  __device__ void issue_pv(float (&o)[64], std::uint32_t (&a)[32], std::uint32_t v_tile) const {
+  __device__ void issue_pv(float (&o)[Traits::kORegs], std::uint32_t (&a)[Traits::kPRegs],
+                           std::uint32_t v_tile) const {
     ptx::fence_registers(a);
     ptx::fence_registers(o);
     ptx::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < Traits::kBlockN / 16; ++k) {
       const std::uint32_t (&ak)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&a[4 * k]);
-      ptx::mma_rs<Element>(o, ak, ptx::make_descriptor(v_tile + 2048 * k, Traits::kKVHalfBytes, 1024), 1);
+      gmma::mma_rs<Element, Traits::kHead>(o, ak, ptx::make_descriptor(v_tile + 2048 * k, Traits::kKVHalfBytes, 1024),
+                                           true);
     }
     ptx::wgmma_commit();
   }
@@ -108,35 +134,35 @@ __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uin
 }
 
 template <class Traits>
-__device__ __forceinline__ std::uint32_t k_tile(std::uint32_t smem, int step) {
+__device__ __forceinline__ std::uint32_t k_tile(std::uint32_t smem, std::uint32_t step) {
   return smem + Traits::kKOffset + Pipeline<Traits>::slot(step) * Traits::kKVBytes;
 }
 template <class Traits>
-__device__ __forceinline__ std::uint32_t v_tile(std::uint32_t smem, int step) {
+__device__ __forceinline__ std::uint32_t v_tile(std::uint32_t smem, std::uint32_t step) {
   return smem + Traits::kVOffset + Pipeline<Traits>::slot(step) * Traits::kKVBytes;
 }
 
 // Scale and mask a finished score tile: per element only where the tile is not inside every row's range.
 template <class Traits>
-__device__ __forceinline__ void prepare_scores(float (&s)[64], const ConsumerSetup<Traits>& c, const BlockWork& w,
-                                               int key0, int lane) {
+__device__ __forceinline__ void prepare_scores(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
+                                               const BlockWork& w, int key0, int lane) {
   if (key0 < w.full_begin || key0 + Traits::kBlockN > w.full_end)
     OnlineSoftmax::scale_and_mask<true>(s, c.scale_log2, c.visible, key0, lane);
   else
     OnlineSoftmax::scale_and_mask<false>(s, c.scale_log2, c.visible, key0, lane);
 }
 
-// s2: mask only (raw scores); fold_raw applies the scale.
+// s2, s3: mask only (raw scores); fold_raw applies the scale.
 template <class Traits>
-__device__ __forceinline__ void mask_scores(float (&s)[64], const ConsumerSetup<Traits>& c, const BlockWork& w,
-                                            int key0, int lane) {
+__device__ __forceinline__ void mask_scores(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
+                                            const BlockWork& w, int key0, int lane) {
   if (key0 < w.full_begin || key0 + Traits::kBlockN > w.full_end) OnlineSoftmax::mask_raw(s, c.visible, key0, lane);
 }
 
-// A finished score tile into probabilities, by version: s0/s1 scale every score before the max (any scale), s2
-// keeps raw scores and scales inside the exponent's FFMA (scale > 0).
+// A finished score tile into probabilities, by version: s1 scales every score before the max (any scale), s2 and
+// s3 keep raw scores and scale inside the exponent's FFMA (scale > 0).
 template <class Traits>
-__device__ __forceinline__ void scores_to_probabilities(float (&s)[64], const ConsumerSetup<Traits>& c,
+__device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
                                                         const BlockWork& w, int key0, int lane,
                                                         OnlineSoftmax& softmax, float (&correction)[2]) {
   if constexpr (Traits::kVersion >= 2) {
@@ -148,65 +174,40 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[64], const Co
   }
 }
 
-// Version s0: one consumer warpgroup's loop over the block's key tiles, each GEMM waited for before the next
-// step. Leaves O unnormalized and the softmax state for the epilogue. `consumer` is 0 or 1 (its 64 rows start at
-// m0 + 64·consumer); `lane` and `warp` (0–3) are within it.
-template <class Traits>
-__device__ void consume_serial(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
-                               const BlockWork& w, int consumer, int warp, int lane, float (&o)[64],
-                               OnlineSoftmax& softmax) {
-  using Element = typename Traits::Element;
-  const ConsumerSetup<Traits> c = consumer_setup<Traits>(kp, smem, w, consumer, warp, lane);
-  ptx::wait(pipe.q_full(), 0);
-  for (int j = w.tile_begin, step = 0; j < w.tile_end; ++j, ++step) {
-    float s[64];
-    pipe.wait_k(step);
-    c.mma.issue_qk(s, k_tile<Traits>(smem, step));
-    ptx::wgmma_wait<0>();
-    ptx::fence_registers(s);
-    pipe.release_k(step, lane);
-
-    prepare_scores<Traits>(s, c, w, j * Traits::kBlockN, lane);
-    softmax.update(s, o);
-    std::uint32_t a[32];
-    probabilities_to_operand<Element>(s, a);
-
-    pipe.wait_v(step);
-    c.mma.issue_pv(o, a, v_tile<Traits>(smem, step));
-    ptx::wgmma_wait<0>();
-    ptx::fence_registers(o);
-    pipe.release_v(step, lane);
-  }
-}
-
-// Versions s1 and s2 (FlashAttention-3's two overlaps; s2 with the raw-score softmax). Inside the warpgroup, tile j + 1's Q·Kᵀ is issued together with
-// tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still on the tensor cores; O is rescaled only
-// after that P·V completes. Between the two consumer warpgroups, MmaTurns makes them take turns issuing their
-// GEMMs, so that one's softmax runs under the other's MMAs (ping-pong) instead of both competing at once.
+// Versions s1–s3 (FlashAttention-3's two overlaps; s2 and s3 with the raw-score softmax). Inside the warpgroup,
+// tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still
+// on the tensor cores; O is rescaled only after that P·V completes. Between the two consumer warpgroups, MmaTurns
+// makes them take turns issuing their GEMMs, so that one's softmax runs under the other's MMAs (ping-pong) instead
+// of both competing at once.
 template <class Traits>
 __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
-                                   const BlockWork& w, int consumer, int warp, int lane, float (&o)[64],
-                                   OnlineSoftmax& softmax) {
+                                   const BlockWork& w, const BlockSchedule& at, int consumer, int warp, int lane,
+                                   float (&o)[Traits::kORegs], OnlineSoftmax& softmax) {
   using Element = typename Traits::Element;
   const ConsumerSetup<Traits> c = consumer_setup<Traits>(kp, smem, w, consumer, warp, lane);
-  const int tiles = w.tile_end - w.tile_begin;
-  if (tiles <= 0) {
-    ptx::wait(pipe.q_full(), 0);  // O's staging overwrites Q: the load must have landed
+  const int tiles = w.tiles();
+  const MmaTurns turns{consumer, tiles > 0 ? tiles + 1 : 1, at.first_block, at.last_block};
+  turns.start();
+  if (tiles == 0) {
+    // No key to see: one empty turn keeps the two warpgroups' sequence of turns in step (a persistent CTA's next
+    // block continues it), and O's staging overwrites Q, so the load must have landed.
+    turns.begin(0);
+    turns.end(0);
+    ptx::wait(pipe.q_full(), at.q_phase);
     return;
   }
-  const MmaTurns turns{consumer, tiles + 1};
-  turns.start();
-  ptx::wait(pipe.q_full(), 0);
+  ptx::wait(pipe.q_full(), at.q_phase);
+  const std::uint32_t s0 = at.step0;
 
-  float s[64];
-  std::uint32_t a[32];
-  pipe.wait_k(0);
+  float s[Traits::kSRegs];
+  std::uint32_t a[Traits::kPRegs];
+  pipe.wait_k(s0);
   turns.begin(0);
-  c.mma.issue_qk(s, k_tile<Traits>(smem, 0));
+  c.mma.issue_qk(s, k_tile<Traits>(smem, s0));
   turns.end(0);
   ptx::wgmma_wait<0>();
   ptx::fence_registers(s);
-  pipe.release_k(0, lane);
+  pipe.release_k(s0, lane);
   {
     float correction[2];  // O is still 0: nothing to rescale
     scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
@@ -214,31 +215,33 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
   probabilities_to_operand<Element>(s, a);
 
   for (int step = 1; step < tiles; ++step) {
-    pipe.wait_k(step);
-    pipe.wait_v(step - 1);
+    const std::uint32_t now = s0 + std::uint32_t(step), before = now - 1u;
+    pipe.wait_k(now);
+    pipe.wait_v(before);
     turns.begin(step);
-    c.mma.issue_qk(s, k_tile<Traits>(smem, step));
-    c.mma.issue_pv(o, a, v_tile<Traits>(smem, step - 1));
+    c.mma.issue_qk(s, k_tile<Traits>(smem, now));
+    c.mma.issue_pv(o, a, v_tile<Traits>(smem, before));
     turns.end(step);
     ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
     ptx::fence_registers(s);
-    pipe.release_k(step, lane);
+    pipe.release_k(now, lane);
     float correction[2];
     scores_to_probabilities<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane, softmax, correction);
     ptx::wgmma_wait<0>();
     ptx::fence_registers(o);
-    pipe.release_v(step - 1, lane);
+    pipe.release_v(before, lane);
     OnlineSoftmax::rescale(o, correction);
     probabilities_to_operand<Element>(s, a);
   }
 
-  pipe.wait_v(tiles - 1);
+  const std::uint32_t last = s0 + std::uint32_t(tiles - 1);
+  pipe.wait_v(last);
   turns.begin(tiles);
-  c.mma.issue_pv(o, a, v_tile<Traits>(smem, tiles - 1));
+  c.mma.issue_pv(o, a, v_tile<Traits>(smem, last));
   turns.end(tiles);
   ptx::wgmma_wait<0>();
   ptx::fence_registers(o);
-  pipe.release_v(tiles - 1, lane);
+  pipe.release_v(last, lane);
 }
 
 }  // namespace attnlab::cuda::sm90

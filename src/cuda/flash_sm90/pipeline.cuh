@@ -1,7 +1,9 @@
 // The K/V pipeline between the producer warp and the consumer warpgroups: kStages slots for K and as many for V,
 // each with a "full" barrier (completed by the TMA bytes the producer announced) and an "empty" barrier (completed
 // when every consumer warp has released the slot). K and V have separate barriers so Q·Kᵀ can start on a tile
-// whose V is still in flight. Step i of a block uses slot i % kStages in phase (i / kStages) & 1.
+// whose V is still in flight. Step i uses slot i % kStages in phase (i / kStages) & 1; steps count a CTA's key
+// tiles over all its blocks (a persistent CTA's pipeline runs on from block to block), unsigned so that they wrap
+// in step on both sides.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,9 @@ struct Pipeline {
   __device__ std::uint32_t k_empty(int slot) const { return barriers + 8 * (1 + kStages + slot); }
   __device__ std::uint32_t v_full(int slot) const { return barriers + 8 * (1 + 2 * kStages + slot); }
   __device__ std::uint32_t v_empty(int slot) const { return barriers + 8 * (1 + 3 * kStages + slot); }
+  // Persistent CTAs (s3): Q's shared memory is free again once both consumer warpgroups' output stores, staged in
+  // it, have been read. One arrival per consumer warpgroup.
+  __device__ std::uint32_t q_empty() const { return barriers + 8 * (1 + 4 * kStages); }
 
   // One thread initializes; the caller's __syncthreads then publishes the barriers.
   __device__ void init() const {
@@ -31,43 +36,47 @@ struct Pipeline {
       ptx::barrier_init(k_empty(s), kConsumerWarps);
       ptx::barrier_init(v_empty(s), kConsumerWarps);
     }
+    ptx::barrier_init(q_empty(), Traits::kConsumers);
     ptx::fence_barrier_init();
   }
 
-  static __device__ int slot(int step) { return step % kStages; }
-  static __device__ std::uint32_t phase(int step) { return std::uint32_t(step / kStages) & 1u; }
+  static __device__ int slot(std::uint32_t step) { return int(step % kStages); }
+  static __device__ std::uint32_t phase(std::uint32_t step) { return (step / kStages) & 1u; }
 
   // Producer side: wait for a free slot (a fresh slot passes at once, see ptx::wait), then announce its bytes.
-  __device__ void producer_acquire_k(int step) const { ptx::wait(k_empty(slot(step)), phase(step) ^ 1u); }
-  __device__ void producer_acquire_v(int step) const { ptx::wait(v_empty(slot(step)), phase(step) ^ 1u); }
+  __device__ void producer_acquire_k(std::uint32_t step) const { ptx::wait(k_empty(slot(step)), phase(step) ^ 1u); }
+  __device__ void producer_acquire_v(std::uint32_t step) const { ptx::wait(v_empty(slot(step)), phase(step) ^ 1u); }
 
   // Consumer side: wait for a tile's bytes; release the slot once the MMAs reading it have completed. One lane per
   // warp arrives (the barrier counts warps), after the warp's own wgmma wait.
-  __device__ void wait_k(int step) const { ptx::wait(k_full(slot(step)), phase(step)); }
-  __device__ void wait_v(int step) const { ptx::wait(v_full(slot(step)), phase(step)); }
-  __device__ void release_k(int step, int lane) const {
+  __device__ void wait_k(std::uint32_t step) const { ptx::wait(k_full(slot(step)), phase(step)); }
+  __device__ void wait_v(std::uint32_t step) const { ptx::wait(v_full(slot(step)), phase(step)); }
+  __device__ void release_k(std::uint32_t step, int lane) const {
     __syncwarp();
     if (lane == 0) ptx::arrive(k_empty(slot(step)));
   }
-  __device__ void release_v(int step, int lane) const {
+  __device__ void release_v(std::uint32_t step, int lane) const {
     __syncwarp();
     if (lane == 0) ptx::arrive(v_empty(slot(step)));
   }
 };
 
-// Ping-pong between the two consumer warpgroups (version s1): each issues its GEMMs of a turn only after the other
-// has issued its own of the previous turn, on hardware barriers 3 and 4 (1 and 2 are the epilogue's). Consumer 0
-// goes first. Both take `count` turns; the last one of consumer 1 has no successor, so it arrives nowhere.
+// Ping-pong between the two consumer warpgroups (versions s1–s3): each issues its GEMMs of a turn only after the
+// other has issued its own of the previous turn, on hardware barriers 3 and 4 (1 and 2 are the epilogue's).
+// Consumer 0 goes first. Both take `count` turns per block; a persistent CTA's blocks continue one sequence of
+// turns, so only its first block starts it, and only the last turn of its last block (`last_block`) has no
+// successor: consumer 1 then arrives nowhere.
 struct MmaTurns {
   int consumer;
   int count;
+  bool first_block = true, last_block = true;
   static __device__ int barrier(int g) { return 3 + g; }
   __device__ void start() const {
-    if (consumer == 1) ptx::named_barrier_arrive(barrier(0), 256);
+    if (first_block && consumer == 1) ptx::named_barrier_arrive(barrier(0), 256);
   }
   __device__ void begin(int) const { ptx::named_barrier_sync(barrier(consumer), 256); }
   __device__ void end(int turn) const {
-    if (!(consumer == 1 && turn == count - 1)) ptx::named_barrier_arrive(barrier(1 - consumer), 256);
+    if (!(last_block && consumer == 1 && turn == count - 1)) ptx::named_barrier_arrive(barrier(1 - consumer), 256);
   }
 };
 

@@ -1,7 +1,7 @@
-// Which block a CTA computes. This first version keeps the sm_80 family's mapping (cuda/flash/scheduler.cuh):
-// one CTA per (query block, head, batch), longest first within sections of (batch, head) pairs that share L2.
-// The persistent scheduler of the Hopper design (one CTA per SM walking a tile list, the next tile's Q load under
-// the current tile's epilogue) replaces it here, behind the same BlockWork.
+// Which blocks a CTA computes. Versions s1 and s2 keep the sm_80 family's mapping (cuda/flash/scheduler.cuh): one CTA
+// per (query block, head, batch), longest first within sections of (batch, head) pairs that share L2. Version s3
+// is persistent: one CTA per SM walks the same list with a stride of the grid (TileWalk), so a CTA's next block
+// starts its loads while this one's epilogue runs, and no CTA is launched per block.
 #pragma once
 
 #include "cuda/flash/mask.cuh"
@@ -11,8 +11,7 @@
 namespace attnlab::cuda::sm90 {
 
 template <class Traits>
-__device__ __forceinline__ BlockWork block_work(const flash::FlashParams& p) {
-  const flash::BlockCoord c = flash::block_coord(p);
+__device__ __forceinline__ BlockWork block_work(const flash::FlashParams& p, const flash::BlockCoord& c) {
   BlockWork w{};
   w.m0 = c.m_block * Traits::kBlockM;
   w.head = c.head;
@@ -31,5 +30,24 @@ __device__ __forceinline__ BlockWork block_work(const flash::FlashParams& p) {
   }
   return w;
 }
+
+// The blocks of one persistent CTA: items blockIdx.x, blockIdx.x + gridDim.x, … of the m_blocks · N · B list.
+// Only the position lives in a register (the list's size is recomputed from the kernel's parameters, which sit in
+// the constant bank): at head dim 256 the consumers have no register to spare.
+template <int kBlockM>
+struct TileWalk {
+  unsigned next = blockIdx.x;
+  static __device__ unsigned m_blocks(const flash::FlashParams& p) { return unsigned((p.T + kBlockM - 1) / kBlockM); }
+  static __device__ unsigned count(const flash::FlashParams& p) {
+    return m_blocks(p) * unsigned(p.N) * unsigned(p.B);
+  }
+  __device__ bool done(const flash::FlashParams& p) const { return next >= count(p); }
+  // Whether the current item is this CTA's last.
+  __device__ bool last(const flash::FlashParams& p) const { return next + gridDim.x >= count(p); }
+  __device__ flash::BlockCoord coord(const flash::FlashParams& p) const {
+    return flash::coord_of(p, next, m_blocks(p));
+  }
+  __device__ void advance() { next += gridDim.x; }
+};
 
 }  // namespace attnlab::cuda::sm90

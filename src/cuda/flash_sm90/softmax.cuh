@@ -1,10 +1,11 @@
-// Online softmax on one consumer warpgroup's score tile (64 rows × 128 keys, f32, wgmma's accumulator layout), and
-// the conversion of the probabilities into the register operand of P·V.
+// Online softmax on one consumer warpgroup's score tile (64 rows × kBlockN keys, f32, wgmma's accumulator layout),
+// and the conversion of the probabilities into the register operand of P·V.
 //
-// Accumulator layout of a 64 × N wgmma tile: warp w of the warpgroup holds rows 16w … 16w + 15; within a warp, for
-// each 8-column block j, register 4j + e holds row lane / 4 (+ 8 for e ≥ 2) and column 8j + 2·(lane % 4) + (e & 1)
-// (mma.sync's m16n8 layout, repeated along N). Each thread therefore owns two rows (h = 0, 1) and 32 of their
-// columns; a row's four owners are lanes 4r … 4r + 3, reduced with two shuffles.
+// Accumulator layout of a 64 × N wgmma tile, N / 2 registers per thread: warp w of the warpgroup holds rows
+// 16w … 16w + 15; within a warp, for each 8-column block j, register 4j + e holds row lane / 4 (+ 8 for e ≥ 2)
+// and column 8j + 2·(lane % 4) + (e & 1) (mma.sync's m16n8 layout, repeated along N). Each thread therefore owns
+// two rows (h = 0, 1) and N / 4 of their columns; a row's four owners are lanes 4r … 4r + 3, reduced with two
+// shuffles. Every function below takes its tile as an array of those kRegs = N / 2 registers.
 #pragma once
 
 #include <cmath>
@@ -30,11 +31,11 @@ struct OnlineSoftmax {
 
   // Scores in log2 units: s · scale · log2(e), or −inf where the row does not see the key (`visible` ranges per
   // owned row, key0 the tile's first key). kMask is false for tiles every row sees whole.
-  template <bool kMask>
-  __device__ static void scale_and_mask(float (&s)[64], float scale_log2, const KeySpan (&visible)[2],
+  template <bool kMask, int kRegs>
+  __device__ static void scale_and_mask(float (&s)[kRegs], float scale_log2, const KeySpan (&visible)[2],
                                         int key0, int lane) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < kRegs / 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float& x = s[4 * j + e];
@@ -50,9 +51,10 @@ struct OnlineSoftmax {
 
   // Version s2's masking: raw scores stay raw (the scale rides in fold_raw's FFMA); keys a row does not see become
   // −inf. Only for tiles not inside every row's range.
-  __device__ static void mask_raw(float (&s)[64], const KeySpan (&visible)[2], int key0, int lane) {
+  template <int kRegs>
+  __device__ static void mask_raw(float (&s)[kRegs], const KeySpan (&visible)[2], int key0, int lane) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < kRegs / 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = key0 + 8 * j + 2 * (lane & 3) + (e & 1);
@@ -64,12 +66,13 @@ struct OnlineSoftmax {
   // fold() on raw scores (version s2): the row maximum is taken over raw q·k and scaled once per row, each
   // probability is one FFMA and one MUFU.EX2. Needs scale_log2 > 0, where max(s · c) = c · max(s) (the path runs
   // s1 for other scales). row_max stays in log2 units, as the epilogue's LSE expects.
-  __device__ void fold_raw(float (&s)[64], float scale_log2, float (&correction)[2]) {
+  template <int kRegs>
+  __device__ void fold_raw(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      for (int j = 0; j < kRegs / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float new_max = fmaxf(row_max[h], mx * scale_log2);  // −inf · c = −inf for c > 0
@@ -78,7 +81,7 @@ struct OnlineSoftmax {
       row_max[h] = new_max;
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
+      for (int j = 0; j < kRegs / 4; ++j) {
         const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -base));
         const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -base));
         s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
@@ -90,12 +93,13 @@ struct OnlineSoftmax {
 
   // Folds a scaled, masked tile into the running max and sum and turns it into probabilities in place; returns
   // per owned row the factor exp2(old max − new max) by which the output accumulator must be rescaled.
-  __device__ void fold(float (&s)[64], float (&correction)[2]) {
+  template <int kRegs>
+  __device__ void fold(float (&s)[kRegs], float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = row_max[h];
 #pragma unroll
-      for (int j = 0; j < 16; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      for (int j = 0; j < kRegs / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // A row that has seen no key yet keeps max −inf; exp2(−inf − 0) = 0 keeps its probabilities at 0.
@@ -104,7 +108,7 @@ struct OnlineSoftmax {
       row_max[h] = mx;
       float sum = 0.0f;
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
+      for (int j = 0; j < kRegs / 4; ++j) {
         const float p0 = exp2f(s[4 * j + 2 * h] - base), p1 = exp2f(s[4 * j + 2 * h + 1] - base);
         s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
         sum += p0 + p1;
@@ -113,16 +117,18 @@ struct OnlineSoftmax {
     }
   }
 
-  // The output accumulator (same layout, 128 head-dim columns) times each owned row's correction.
-  __device__ static void rescale(float (&o)[64], const float (&correction)[2]) {
+  // The output accumulator (same layout, Hv columns) times each owned row's correction.
+  template <int kRegs>
+  __device__ static void rescale(float (&o)[kRegs], const float (&correction)[2]) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < kRegs / 4; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[4 * j + e] *= correction[e >> 1];
   }
 
   // fold() and rescale() together, for a loop whose P·V of the previous tile has completed.
-  __device__ void update(float (&s)[64], float (&o)[64]) {
+  template <int kSRegs, int kORegs>
+  __device__ void update(float (&s)[kSRegs], float (&o)[kORegs]) {
     float correction[2];
     fold(s, correction);
     rescale(o, correction);
@@ -140,10 +146,10 @@ struct OnlineSoftmax {
 // P as wgmma's register A operand: for key step k (16 keys), register 4k + i holds two 16-bit probabilities, in the
 // order (row r, keys 2q, 2q+1), (row r + 8, same keys), (row r, keys 8 + 2q, …), (row r + 8, …). These are exactly
 // the accumulator's registers 8k … 8k + 7 taken in pairs, so the conversion moves nothing between threads.
-template <class Element>
-__device__ __forceinline__ void probabilities_to_operand(const float (&p)[64], std::uint32_t (&a)[32]) {
+template <class Element, int kRegs>
+__device__ __forceinline__ void probabilities_to_operand(const float (&p)[kRegs], std::uint32_t (&a)[kRegs / 2]) {
 #pragma unroll
-  for (int i = 0; i < 32; ++i) a[i] = ptx::pack2<Element>(p[2 * i], p[2 * i + 1]);
+  for (int i = 0; i < kRegs / 2; ++i) a[i] = ptx::pack2<Element>(p[2 * i], p[2 * i + 1]);
 }
 
 }  // namespace attnlab::cuda::sm90

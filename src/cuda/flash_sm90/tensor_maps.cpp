@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "cuda/flash_sm90/launch.h"  // kBlockM
+#include "cuda/flash_sm90/traits.h"  // key_tile_rows
 
 namespace attnlab::cuda::sm90 {
 namespace {
@@ -97,10 +99,12 @@ std::optional<std::string> tensor_map_rule(const core::Problem& p) {
 }
 
 void build_tensor_maps(const core::Problem& p, KernelParams& params) {
-  params.q = encode("q", p.q, 128);
-  params.k = encode("k", p.k, 128);
-  params.v = encode("v", p.v, 128);
-  params.o = encode("o", p.o, 64);
+  // Boxes: a block's 128 query rows, a key tile's rows, a consumer warpgroup's 64 output rows (traits.h).
+  const int key_rows = key_tile_rows(int(p.dims.Hqk));
+  params.q = encode("q", p.q, kBlockM);
+  params.k = encode("k", p.k, key_rows);
+  params.v = encode("v", p.v, key_rows);
+  params.o = encode("o", p.o, kBlockM / 2);
 }
 
 }  // namespace attnlab::cuda::sm90

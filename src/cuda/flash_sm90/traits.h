@@ -6,45 +6,61 @@
 
 namespace attnlab::cuda::sm90 {
 
-// kVersionIndex: the consumer loop, 0 = s0 (each GEMM waited for before the next step), 1 = s1 (the next Q·Kᵀ
-// issued with this tile's P·V, and ping-pong between the consumer warpgroups), 2 = s2 (s1 with the softmax on raw
-// scores: one FFMA and one MUFU.EX2 per probability; scale > 0 only); docs/perf-notes.md, flash-sm90.
+// Keys per K/V tile at a head dim: 128, except at 256, where O takes 128 registers per consumer thread and leaves
+// room for S and P of 64 keys (32 + 16 registers) without spills. FlashAttention-3 uses 80 there; with these
+// loops ptxas spills 20 bytes at 80 (versions s1, s2), so 64 until a measurement says the spill is cheaper.
+// Plain C++: the host side sizes the TMA boxes with it.
+constexpr int key_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
+
+// kVersionIndex: 1 = s1 (the next Q·Kᵀ issued with this tile's P·V, and ping-pong between the consumer
+// warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
+// only), 3 = s3 (s2 in persistent CTAs); docs/perf-notes.md, flash-sm90 (s0, each GEMM waited for, is retired).
 template <class ElementT, int kHeadDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kHeadDim == 128, "the sm_90a kernel is instantiated at head dim 128 so far");
+  static_assert(kVersion >= 1 && kVersion <= 3, "kernel versions s1, s2, s3");
+  static constexpr bool kPersistent = kVersion >= 3;
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dims 64, 128 and 256 (Hqk = Hv)");
   static constexpr int kHead = kHeadDim;
-  // A block owns 128 query rows: two consumer warpgroups of 64 rows each (wgmma's M), one K/V tile of 128 keys per
-  // step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
+  // A block owns 128 query rows: two consumer warpgroups of 64 rows each (wgmma's M), one K/V tile of kBlockN keys
+  // per step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
   static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = 128;
+  static constexpr int kBlockN = key_tile_rows(kHeadDim);
   static constexpr int kConsumers = 2;
   static constexpr int kRowsPerConsumer = kBlockM / kConsumers;  // 64 = wgmma M
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kStages = 2;  // K and V slots each
-  // setmaxnreg: the producer gives registers back so the consumers can hold S (64), O (64) and P (32) per thread.
+  // Registers per consumer thread for the S tile, its P operand and the O accumulator (wgmma's 64 × N layout:
+  // N / 2 each, P N / 4): 64 + 32 + 64 at head dim 128, 32 + 16 + 128 at 256, 64 + 32 + 32 at 64.
+  static constexpr int kSRegs = kBlockN / 2;
+  static constexpr int kPRegs = kBlockN / 4;
+  static constexpr int kORegs = kHead / 2;
+  // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O.
   // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536.
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
 
   // Shared memory, every tile 1024-byte aligned (the 128-byte swizzle repeats every 8 rows of 128 bytes). A tile of
-  // R rows × 128 head-dim columns is two column halves of R rows × 128 bytes (64 elements), one TMA box each.
+  // R rows × kHead columns is kHead / 64 column slices ("halves" at head dim 128) of R rows × 128 bytes
+  // (64 elements), one TMA box each.
   static constexpr int kRowBytes = 128;                 // 64 elements of 2 bytes: one swizzled row
-  static constexpr int kHalves = kHead * 2 / kRowBytes;  // 2
+  static constexpr int kHalves = kHead * 2 / kRowBytes;  // 1, 2 or 4 column slices
   static constexpr int kQHalfBytes = kBlockM * kRowBytes;
   static constexpr int kKVHalfBytes = kBlockN * kRowBytes;
-  static constexpr int kQBytes = kQHalfBytes * kHalves;    // 32 KB; O is staged here for its TMA store
-  static constexpr int kKVBytes = kKVHalfBytes * kHalves;  // 32 KB per K or V slot
+  static constexpr int kQBytes = kQHalfBytes * kHalves;    // 32 KB at head dim 128; O is staged here (Hv = Hqk)
+  static constexpr int kKVBytes = kKVHalfBytes * kHalves;  // 32 KB per K or V slot at 128 and 256, 16 KB at 64
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
   static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes;
-  // Barriers: Q full, then per stage K full, K empty, V full, V empty.
-  static constexpr int kBarriers = 1 + 4 * kStages;
+  // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs).
+  static constexpr int kBarriers = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarriers;
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
+  static_assert(kKVHalfBytes % 1024 == 0, "key tiles of a multiple of 8 rows keep every tile 1024-byte aligned");
+  static_assert(kSmemAllocation <= 232448, "an sm_90 block may opt in to 227 KB of shared memory");
 };
 
 }  // namespace attnlab::cuda::sm90
