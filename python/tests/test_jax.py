@@ -1,6 +1,8 @@
-"""attnlab.jax.dot_product_attention (the XLA FFI op) on JAX's CPU platform against jax.nn.dot_product_attention
-itself: forward on odd shapes with GQA/MQA, causal and local windows, unbatched inputs, under jit, jax.grad of all
-three inputs, bfloat16, each CPU path by name, and the rules it refuses. Skipped visibly where JAX is not installed."""
+"""attnlab.jax.dot_product_attention (the XLA FFI op) against jax.nn.dot_product_attention itself, on JAX's default
+platform (CPU in CI, CUDA on a GPU machine): forward on odd shapes with GQA/MQA, causal and local windows, unbatched
+inputs, under jit, jax.grad of all three inputs, bfloat16, each path of the platform by name, and the rules it
+refuses; on a GPU also against JAX's cuDNN attention (implementation="cudnn"). Skipped visibly where JAX is not
+installed."""
 import numpy as np
 import pytest
 
@@ -64,6 +66,32 @@ def test_grad_matches_jax(causal):
     want = jax.grad(loss(jax.nn.dot_product_attention), argnums=(0, 1, 2))(*(x.astype(jnp.float32) for x in (q, k, v)))
     for g, w in zip(got, want):
         close(g, w, 5 * TOL)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="jax.nn.dot_product_attention(implementation='cudnn') needs JAX on a GPU")
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_jax_cudnn_forward_and_grad(path, causal):
+    """On the GPU, against JAX's own cuDNN attention in bfloat16, forward and jax.grad of all three inputs."""
+    q, k, v = draw(11, 2, 256, 256, 8, 2, 128)
+    weights = jnp.asarray(np.random.default_rng(12).standard_normal((2, 256, 8, 128)), jnp.float32)
+
+    def cudnn(q, k, v, is_causal):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=is_causal, implementation="cudnn")
+
+    def ours(q, k, v, is_causal):
+        return aj.dot_product_attention(q, k, v, is_causal=is_causal, implementation=path)
+
+    close(ours(q, k, v, causal), cudnn(q, k, v, causal))
+
+    def loss(fn):
+        return lambda q, k, v: (fn(q, k, v, causal).astype(jnp.float32) * weights).sum()
+
+    got = jax.jit(jax.grad(loss(ours), argnums=(0, 1, 2)))(q, k, v)
+    want = jax.jit(jax.grad(loss(cudnn), argnums=(0, 1, 2)))(q, k, v)
+    for g, w in zip(got, want):
+        scale = float(jnp.abs(w.astype(jnp.float32)).max())
+        close(g.astype(jnp.float32) / scale, w.astype(jnp.float32) / scale, 5 * TOL)
 
 
 def test_bfloat16():

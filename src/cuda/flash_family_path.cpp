@@ -4,7 +4,8 @@
 //   flash-sm80  the FlashAttention-2-class kernels (cuda/flash/), every GPU of compute capability ≥ 8.0.
 // A call runs on flash-sm90 when that family accepts it and on flash-sm80 otherwise, so `flash` supports the union
 // of both (the sm_80 family's features — softcap, bias, boolean masks, lengths, f32, more head dims — included).
-// Measured on the H200 (docs/perf-notes.md, flash-sm90): where both run, flash-sm90 is 1.6–1.9× flash-sm80.
+// Measured on the H200 (docs/perf-notes.md, flash-sm90): where both run, flash-sm90 (s2) is 1.3–1.7× flash-sm80
+// at head dim 128.
 //
 // The tuning fields that name sm_80 configurations (Tuning::flash_config as a tile-configuration index,
 // flash_smem_limit) keep their meaning here: a call that sets either runs on flash-sm80, which they describe.
