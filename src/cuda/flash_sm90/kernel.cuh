@@ -38,12 +38,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     ptx::prefetch_tensor_map(&kp.k);
     ptx::prefetch_tensor_map(&kp.v);
     if constexpr (Traits::kPersistent) {
-      BlockSchedule at;
-      for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance()) {
+      std::uint32_t step0 = 0, i = 0;
+      for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance(), ++i) {
         const BlockWork w = block_work<Traits>(p, walk.coord(p));
-        produce<Traits>(kp, pipe, smem, w, at);
-        at.step0 += std::uint32_t(w.tiles());
-        at.q_phase ^= 1u;
+        produce<Traits>(kp, pipe, smem, w, BlockSchedule{step0, i & 1u, i == 0, walk.last(p)});
+        step0 += std::uint32_t(w.tiles());
       }
     } else {
       produce<Traits>(kp, pipe, smem, block_work<Traits>(p, flash::block_coord(p)), BlockSchedule{});
@@ -63,14 +62,14 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     store_output<Traits>(kp, smem, pipe.q_empty(), smem_generic, w, consumer, warp, lane, o, softmax);
   };
   if constexpr (Traits::kPersistent) {
-    BlockSchedule at;
-    for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance()) {
+    // Only the walk's position, the block count and the pipeline step stay live across a block (the schedule's
+    // other fields follow from them): at head dim 256 O leaves the consumers no register to spare.
+    std::uint32_t step0 = 0, i = 0;
+    for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance(), ++i) {
       const BlockWork w = block_work<Traits>(p, walk.coord(p));
-      at.last_block = walk.last(p);
+      const BlockSchedule at{step0, i & 1u, i == 0, walk.last(p)};
+      step0 += std::uint32_t(w.tiles());
       run_block(w, at);
-      at.step0 += std::uint32_t(w.tiles());
-      at.q_phase ^= 1u;
-      at.first_block = false;
     }
   } else {
     run_block(block_work<Traits>(p, flash::block_coord(p)), BlockSchedule{});
