@@ -7,9 +7,12 @@
 #      head dim and kernel version, and s3's CTAs walking several blocks, on the default stream;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
 #      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3"): attnlab bench (flash-sm90, and in
-#      the first version's process flash-sm80 and cudnn) and bench/peers.py (torch-flash = FA2) on bench/workloads_fwd.json's rows at the family's head dims
+#      the first version's process flash-sm80 and cudnn) and bench/peers.py (torch-flash = FA2) on
+#      bench/workloads_fwd.json's rows at the family's head dims
 #      (ATTNLAB_SM90_HEADS, default "64 128 256"), then bench/flash_table.py per version (rows labelled flash-sm90-sN).
-#   sm90-check.sh [OUT_DIR] [--no-table]
+#   sm90-check.sh [OUT_DIR] [--no-table | --table-only]
+# Steps 1–2 and step 3 each fit one device call of 10 minutes; with every head dim, both together may not: run
+# them as two calls then (--no-table, then --table-only into another OUT_DIR).
 # Writes OUT_DIR/{tests.txt,sanitizer-*.txt,fwd-*.jsonl,table-s*.md,summary.txt}. Exits 1 when a test fails, a
 # sanitizer reports anything or a step runs out of time.
 set -uo pipefail
@@ -23,36 +26,39 @@ status=0
 SECONDS=0
 say() { echo "$*" | tee -a "$out/summary.txt"; }
 
-shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
-pids=()
-for ((i = 0; i < shards; ++i)); do
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 240 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
-    --gtest_filter='*Sm90*:*FlashFamily*' > "$out/tests-$i.txt" 2>&1 &
-  pids+=($!)
-done
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-cat "$out"/tests-*.txt > "$out/tests.txt" && rm -f "$out"/tests-*.txt
-passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$out/tests.txt" | awk '{ n += $4 } END { print n + 0 }')
-say "tests: $passed passed, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/tests.txt") failed, $shards shards" \
-    "(${SECONDS}s)"
-grep -E '^\[  FAILED  \] [A-Za-z]|Failure$' "$out/tests.txt" | head -20 | tee -a "$out/summary.txt"
-# A run where every test skipped (no Hopper GPU, or a build without the kernels) shows nothing: it fails.
-if [[ $passed == 0 ]]; then
-  say "tests: none passed; skipped because: $(grep -hm1 'skipped: ' "$out/tests.txt")"
-  status=1
-fi
+if [[ "$table" != "--table-only" ]]; then
+  shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
+  pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 240 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
+      --gtest_filter='*Sm90*:*FlashFamily*' > "$out/tests-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  cat "$out"/tests-*.txt > "$out/tests.txt" && rm -f "$out"/tests-*.txt
+  passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$out/tests.txt" | awk '{ n += $4 } END { print n + 0 }')
+  say "tests: $passed passed, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/tests.txt") failed, $shards shards" \
+      "(${SECONDS}s)"
+  grep -E '^\[  FAILED  \] [A-Za-z]|Failure$' "$out/tests.txt" | head -20 | tee -a "$out/summary.txt"
+  # A run where every test skipped (no Hopper GPU, or a build without the kernels) shows nothing: it fails.
+  if [[ $passed == 0 ]]; then
+    say "tests: none passed; skipped because: $(grep -hm1 'skipped: ' "$out/tests.txt")"
+    status=1
+  fi
 
-filter='*GpuFlashSm90Grid.MatchesReference/bf16_h*_113x203_s*:*GpuFlashSm90Grid.MatchesReference/bf16_h*_1023x1024_s*'
-# and a persistent CTA walking several blocks (s3), with blocks that see no key
-filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s3'
-for tool in memcheck racecheck synccheck; do
-  log="$out/sanitizer-$tool.txt"
-  timeout 300 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
-    --gtest_filter="$filter" > "$log" 2>&1 || status=1
-  verdict=$(grep -hE "RACECHECK SUMMARY|ERROR SUMMARY" "$log" | tail -1)
-  grep -qE "SUMMARY: 0 (hazards|errors)" <<< "$verdict" || status=1
-  say "$tool: ${verdict:-no summary} (${SECONDS}s)"
-done
+  filter='*GpuFlashSm90Grid.MatchesReference/bf16_h*_113x203_s*'
+  filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h*_1023x1024_s*'
+  # and a persistent CTA walking several blocks (s3), with blocks that see no key
+  filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s3'
+  for tool in memcheck racecheck synccheck; do
+    log="$out/sanitizer-$tool.txt"
+    timeout 150 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
+      --gtest_filter="$filter" > "$log" 2>&1 || status=1
+    verdict=$(grep -hE "RACECHECK SUMMARY|ERROR SUMMARY" "$log" | tail -1)
+    grep -qE "SUMMARY: 0 (hazards|errors)" <<< "$verdict" || status=1
+    say "$tool: ${verdict:-no summary} (${SECONDS}s)"
+  done
+fi
 
 if [[ "$table" != "--no-table" ]]; then
   # The benchmark set's shapes the family runs (its head dims so far: ATTNLAB_SM90_HEADS, space-separated).
