@@ -40,7 +40,14 @@ struct Pipeline {
     ptx::fence_barrier_init();
   }
 
-  static __device__ int slot(std::uint32_t step) { return int(step % kStages); }
+  // The slot index is hidden from loop strength reduction, which would otherwise turn a barrier's address into a
+  // running one with a negative immediate offset ([R + UR − 0x10] in the SASS): compute-sanitizer's racecheck does
+  // not match such an arrive to its barrier (docs/perf-notes.md, flash v6a; scripts/sass-check.sh flags it).
+  static __device__ int slot(std::uint32_t step) {
+    int s = int(step % kStages);
+    asm volatile("" : "+r"(s));
+    return s;
+  }
   static __device__ std::uint32_t phase(std::uint32_t step) { return (step / kStages) & 1u; }
 
   // Producer side: wait for a free slot (a fresh slot passes at once, see ptx::wait), then announce its bytes.
