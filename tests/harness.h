@@ -39,7 +39,7 @@ struct Case {
   // host-side check applies unchanged.
   Device device = Device::cpu;
   bool seqlens_on_device = true;        // cuda only: false passes host sequence lengths with device tensors
-  std::string expect_path;              // non-empty: RunInfo.path must be this (what "auto" should pick)
+  std::string expect_path;              // non-empty: RunInfo.path must be this, or for "flash" a member
   attnlab::Context* context = nullptr;  // the context to call with; nullptr = a fresh one per case
   // cuda only: the cudaStream_t the context runs the case on (nullptr = the legacy default stream). The harness
   // waits for the uploads before the call and for this stream before copying outputs back, since a stream made
@@ -102,6 +102,10 @@ void check_backward(const Case& c, Rng& rng);
 // A forward call on device copies of the case's tensors that must fail as `unsupported` with a message naming
 // `fragment`, and leave O untouched.
 void expect_forward_refused_on_device(const Case& c, const std::string& fragment);
+
+// Whether a call that asked for path `asked` ran it. Path flash is a family: RunInfo names the member that ran,
+// flash-sm80 or flash-sm90 (src/cuda/flash_family_path.cpp).
+::testing::AssertionResult ran_as_asked(const std::string& ran, const std::string& asked);
 
 std::vector<std::string> cpu_paths();
 std::vector<DType> float_dtypes();

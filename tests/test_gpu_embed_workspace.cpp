@@ -109,7 +109,7 @@ TEST_P(CallerWorkspace, NoDeviceAllocationWhenGiven) {
       a.workspace = lent;
       const attnlab::RunInfo info = attnlab::forward(ctx, a);
       SCOPED_TRACE(::testing::Message() << "pass " << pass << ", call " << call << ": " << with_lengths(d.c, l).str());
-      EXPECT_EQ(info.path, path());
+      EXPECT_TRUE(ran_as_asked(info.path, path()));
       EXPECT_EQ(info.device_allocations, 0) << "the call allocated device memory although given a workspace";
       EXPECT_LE(info.workspace_bytes, lent.bytes) << "the call used more scratch than it was lent";
       EXPECT_LE(info.workspace_bytes, need[i]) << "the call used more scratch than workspace_size() said";
@@ -289,8 +289,7 @@ TEST(AutoFallback, ForwardRunsFlashWhenCudnnCannotBuild) {
 
   dev.poison_outputs(s);
   const attnlab::RunInfo info = attnlab::forward(ctx, a);
-  EXPECT_EQ(info.path, "flash-sm80") << "the next path after cudnn for a large bf16 forward (flash, at head dim 64 "
-                                         "its sm_80 family)";
+  EXPECT_TRUE(ran_as_asked(info.path, "flash")) << "the next path after cudnn for a large bf16 forward";
   dev.download_outputs(t, s);
   check_forward_outputs(c, t, expected);
 
