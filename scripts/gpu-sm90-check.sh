@@ -7,7 +7,8 @@
 #      head dim and kernel version, and s3's CTAs walking several blocks, on the default stream;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
 #      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3"): attnlab bench (flash-sm90, and in
-#      the first version's process flash-sm80 and cudnn) and bench/peers.py (torch-flash = FA2) on
+#      the first version's process cudnn), flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force
+#      its tile configuration too) and bench/peers.py (torch-flash = FA2) on
 #      bench/workloads_fwd.json's rows at the family's head dims
 #      (ATTNLAB_SM90_HEADS, default "64 128 256"), then bench/flash_table.py per version (rows labelled flash-sm90-sN).
 #   sm90-check.sh [OUT_DIR] [--no-table | --table-only]
@@ -76,10 +77,15 @@ PY
   say "peers (${SECONDS}s)"
   versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3})
   for version in "${versions[@]}"; do
-    paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,flash-sm80,cudnn"
+    paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$workloads" \
       --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
-    # The version's rows under their own name; flash-sm80 and cudnn (measured in the first process) stay as they are.
+    if [[ $version == "${versions[0]}" ]]; then  # the sm_80 family at its own tile choice, beside the first version
+      timeout 200 "$dist/bin/attnlab" bench --workloads "$workloads" --paths flash-sm80 --groups 5 \
+        --jsonl "$out/fwd-sm80.jsonl" > "$out/fwd-sm80.txt" 2>&1 || status=1
+      cat "$out/fwd-sm80.jsonl" >> "$out/fwd-s$version.jsonl"
+    fi
+    # The version's rows under their own name; flash-sm80 and cudnn (measured beside the first version) stay.
     python3 - "$out/fwd-s$version.jsonl" "$version" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]

@@ -97,7 +97,8 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale: Opt
                           local_window_size: Union[None, int, Sequence[int]] = None,
                           implementation: Optional[str] = None):
     """jax.nn.dot_product_attention through attnlab: (B, T, N, H) query (or (T, N, H)), (B, S, K, H) key and value
-    with N % K == 0. `implementation` names an attnlab path (attnlab.paths()); None lets the library choose."""
+    with N % K == 0. `implementation` names an attnlab path (attnlab.paths()); None lets the library choose. The
+    gradient runs on the same path: through one without a backward (flash) jax.grad fails, naming the rule."""
     unbatched = query.ndim == 3
     if unbatched:
         query, key, value = query[None], key[None], value[None]

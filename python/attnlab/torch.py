@@ -8,7 +8,8 @@ torch.nn.functional.scaled_dot_product_attention, and `attnlab.torch.dot_product
 Both are the torch.library custom ops attnlab::forward / attnlab::backward (CPU and CUDA) with fake (meta)
 implementations, so they trace under torch.compile, and autograd through attnlab's backward. They run on the current
 CUDA stream, with their scratch from PyTorch's caching allocator (the library allocates no device memory). Tensors
-are read in place whatever their strides: torch's (B, N, T, H) is passed as a (B, T, N, H) view, no copy.
+are read in place whatever their strides: torch's (B, N, T, H) is passed as a (B, T, N, H) view, no copy. The
+backward runs on the forward's path: through one without a backward (flash) it fails, naming the rule.
 """
 # No `from __future__ import annotations` here: torch.library.custom_op reads the schema from real annotations.
 import math

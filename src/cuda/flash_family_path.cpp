@@ -4,8 +4,9 @@
 //   flash-sm80  the FlashAttention-2-class kernels (cuda/flash/), every GPU of compute capability ≥ 8.0.
 // A call runs on flash-sm90 when that family accepts it and on flash-sm80 otherwise, so `flash` supports the union
 // of both (the sm_80 family's features — softcap, bias, boolean masks, lengths, f32, more head dims — included).
-// Measured on the H200 (docs/perf-notes.md, flash-sm90): where both run, flash-sm90 (s2) is 1.3–1.7× flash-sm80
-// at head dim 128.
+// Measured on the H200 (docs/perf-notes-flash-sm90.md): where both run, flash-sm90 (s2) is 1.5–1.9× flash-sm80
+// at head dim 128 and 2.3–2.9× at 256 (flash-sm80 at tile configuration 2, forced in that process; at its own
+// choice it ran 377 TFLOP/s at head dim 128, T = 8k (docs/design.md §5), where flash-sm90 runs 607).
 //
 // The tuning fields that name sm_80 configurations (Tuning::flash_config as a tile-configuration index,
 // flash_smem_limit) keep their meaning here: a call that sets either runs on flash-sm80, which they describe.

@@ -14,7 +14,7 @@ constexpr int key_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
 
 // kVersionIndex: 1 = s1 (the next Q·Kᵀ issued with this tile's P·V, and ping-pong between the consumer
 // warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
-// only), 3 = s3 (s2 in persistent CTAs); docs/perf-notes.md, flash-sm90 (s0, each GEMM waited for, is retired).
+// only), 3 = s3 (s2 in persistent CTAs); docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
 template <class ElementT, int kHeadDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
