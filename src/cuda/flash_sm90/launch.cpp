@@ -23,7 +23,10 @@ namespace {
 template <class Element, int kHead>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
   static_assert(kVersions == 4);
-  if (version == 3) return launch_forward<Element, kHead, 3>(params, device, stream);
+  if (version == 3) {
+    if constexpr (version_built(kHead, 3)) return launch_forward<Element, kHead, 3>(params, device, stream);
+    core::fail(ErrorCode::internal, "flash-sm90: s3 is not built at head dim {} (the path's rules rule it out)", kHead);
+  }
   if (version == 2) return launch_forward<Element, kHead, 2>(params, device, stream);
   return launch_forward<Element, kHead, 1>(params, device, stream);
 }
