@@ -6,7 +6,7 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set: 113×203 and 1023×1024 in bf16, every
 #      head dim and kernel version, and s3's CTAs walking several blocks, on the default stream;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3"): attnlab bench (flash-sm90, and in
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4"): attnlab bench (flash-sm90, and in
 #      the first version's process cudnn), flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force
 #      its tile configuration too) and bench/peers.py (torch-flash = FA2) on
 #      bench/workloads_fwd.json's rows at the family's head dims
@@ -75,7 +75,7 @@ PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
-  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3})
+  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4})
   for version in "${versions[@]}"; do
     paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$workloads" \

@@ -41,16 +41,17 @@ class FlashSm90Path final : public core::Path {
     if (auto why = rules(p)) return why;  // before anything is built or launched
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    build_tensor_maps(p, params);
+    const int v = version(p);
+    build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
     ctx.last_workspace_bytes = 0;
-    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), version(p), params, p.device_index,
+    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), v, params, p.device_index,
                    static_cast<cudaStream_t>(ctx.stream));
     return std::nullopt;
   }
 
  private:
-  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 and s3
+  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2–s4
   // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
   // scale (zero, negative) runs s1, which scales first.
   static int version(const core::Problem& p) {
@@ -83,8 +84,8 @@ class FlashSm90Path final : public core::Path {
     if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
       return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
     if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
-      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3; s0 "
-                         "was retired)",
+      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
+                         "s4; s0 was retired)",
                          p.tuning->flash_config);
     return tensor_map_rule(p);
   }

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include "core/error.h"
+#include "cuda/flash_sm90/traits.h"  // compiled_version
 
 namespace attnlab::cuda::sm90 {
 
@@ -22,7 +23,11 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
 namespace {
 template <class Element, int kHead>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 4);
+  static_assert(kVersions == 5);
+  if (version == 4) {
+    if constexpr (compiled_version(kHead, 4) == 4) return launch_forward<Element, kHead, 4>(params, device, stream);
+    return launch_forward<Element, kHead, 2>(params, device, stream);
+  }
   if (version == 3) return launch_forward<Element, kHead, 3>(params, device, stream);
   if (version == 2) return launch_forward<Element, kHead, 2>(params, device, stream);
   return launch_forward<Element, kHead, 1>(params, device, stream);

@@ -11,9 +11,9 @@ namespace attnlab::cuda::sm90 {
 
 // The kernel versions compiled for each instance (traits.h, kVersion), and the one a call runs unless
 // Tuning::flash_config names another (tests and A/B runs): the fastest measured (docs/perf-notes-flash-sm90.md).
-// Versions are numbered 1–3 (s1, s2, s3); index 0 was s0, retired. s2 and s3 need scale > 0; a call with another
-// scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 4;
+// Versions are numbered 1–4 (s1, s2, s3, s4); index 0 was s0, retired. s2, s3 and s4 need scale > 0; a call with
+// another scale runs s1 (flash_sm90_path.cpp).
+constexpr int kVersions = 5;
 constexpr int kFirstVersion = 1;
 constexpr int kDefaultVersion = 2;
 

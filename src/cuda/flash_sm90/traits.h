@@ -6,33 +6,44 @@
 
 namespace attnlab::cuda::sm90 {
 
-// Keys per K/V tile at a head dim: 128, except at 256, where O takes 128 registers per consumer thread and leaves
-// room for S and P of 64 keys (32 + 16 registers) without spills. FlashAttention-3 uses 80 there; with these
-// loops ptxas spills 20 bytes at 80 (versions s1, s2), so 64 until a measurement says the spill is cheaper.
-// Plain C++: the host side sizes the TMA boxes with it.
-constexpr int key_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
+// Keys per K/V tile at a head dim and kernel version: 128, except at 256, where O takes 128 registers per consumer
+// thread and leaves room for S and P of 64 keys (32 + 16 registers) without spills (FlashAttention-3 uses 80
+// there; with these loops ptxas spills 20 bytes at 80, versions s1, s2), and version s4 at 128, whose tiles of 176
+// keys (FlashAttention-3's choice at head dim 128 without a mask) give each softmax step 1.375× the MMA work:
+// S, P and O take 88 + 44 + 64 registers. Plain C++: the host side sizes the TMA boxes with it.
+constexpr int key_tile_rows(int head_dim, int version) {
+  return head_dim == 256 ? 64 : (version == 4 && head_dim == 128 ? 176 : 128);
+}
+
+// The version whose instance a call of `version` runs: s4 differs from s2 only where its key tiles do, so at the
+// other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dim 128 alone).
+constexpr int compiled_version(int head_dim, int version) {
+  return version == 4 && key_tile_rows(head_dim, 4) == key_tile_rows(head_dim, 2) ? 2 : version;
+}
 
 // kVersionIndex: 1 = s1 (the next Q·Kᵀ issued with this tile's P·V, and ping-pong between the consumer
 // warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
-// only), 3 = s3 (s2 in persistent CTAs); docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
+// only), 3 = s3 (s2 in persistent CTAs), 4 = s4 (s2 with 176-key tiles at head dim 128);
+// docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
 template <class ElementT, int kHeadDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kVersion >= 1 && kVersion <= 3, "kernel versions s1, s2, s3");
-  static constexpr bool kPersistent = kVersion >= 3;
+  static_assert(kVersion >= 1 && kVersion <= 4, "kernel versions s1, s2, s3, s4");
+  static constexpr bool kPersistent = kVersion == 3;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dims 64, 128 and 256 (Hqk = Hv)");
   static constexpr int kHead = kHeadDim;
   // A block owns 128 query rows: two consumer warpgroups of 64 rows each (wgmma's M), one K/V tile of kBlockN keys
   // per step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
   static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = key_tile_rows(kHeadDim);
+  static constexpr int kBlockN = key_tile_rows(kHeadDim, kVersion);
   static constexpr int kConsumers = 2;
   static constexpr int kRowsPerConsumer = kBlockM / kConsumers;  // 64 = wgmma M
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kStages = 2;  // K and V slots each
   // Registers per consumer thread for the S tile, its P operand and the O accumulator (wgmma's 64 × N layout:
-  // N / 2 each, P N / 4): 64 + 32 + 64 at head dim 128, 32 + 16 + 128 at 256, 64 + 32 + 32 at 64.
+  // N / 2 each, P N / 4): 64 + 32 + 64 at head dim 128 (88 + 44 + 64 in s4), 32 + 16 + 128 at 256, 64 + 32 + 32
+  // at 64.
   static constexpr int kSRegs = kBlockN / 2;
   static constexpr int kPRegs = kBlockN / 4;
   static constexpr int kORegs = kHead / 2;
@@ -49,7 +60,7 @@ struct Traits {
   static constexpr int kQHalfBytes = kBlockM * kRowBytes;
   static constexpr int kKVHalfBytes = kBlockN * kRowBytes;
   static constexpr int kQBytes = kQHalfBytes * kHalves;    // 32 KB at head dim 128; O is staged here (Hv = Hqk)
-  static constexpr int kKVBytes = kKVHalfBytes * kHalves;  // 32 KB per K or V slot at 128 and 256, 16 KB at 64
+  static constexpr int kKVBytes = kKVHalfBytes * kHalves;  // 32 KB per K or V slot at 128 and 256 (44 KB in s4)
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
