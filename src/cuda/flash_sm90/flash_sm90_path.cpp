@@ -30,7 +30,7 @@ class FlashSm90Path final : public core::Path {
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
     return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two consumer warpgroups); bf16/f16 "
-           "forward, head dims 64, 128 and 256, causal/window, GQA/MQA, LSE; cc 9.0";
+           "forward, head dims 64, 128, 192, 256 and 192/128, causal/window, GQA/MQA, LSE; cc 9.0";
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
@@ -68,7 +68,8 @@ class FlashSm90Path final : public core::Path {
     if (!has_instance(DType::bf16, 128, 128))
       return std::string("this build has no sm_90a kernels (its CUDA architectures did not include 90a)");
     if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
-      return fmt::format("head dims {}/{} unsupported; it has 64, 128 and 256 (other head dims run on path=flash)",
+      return fmt::format("head dims {}/{} unsupported; it has 64, 128, 192, 256 and 192/128 (other head dims run on "
+                         "path=flash)",
                          d.Hqk, d.Hv);
     const DeviceProperties& dev = device_properties(p.device_index);
     if (dev.cc_major != 9 || dev.cc_minor != 0)

@@ -1,5 +1,6 @@
-// Host entry of the sm_90a flash kernels: one compiled instantiation per (element type, head dim), each in its
-// own generated translation unit (src/CMakeLists.txt, instance.cu.in); sm90_instances.inc lists them.
+// Host entry of the sm_90a flash kernels: one compiled instantiation per (element type, head dims, version), each
+// in its own generated translation unit (src/CMakeLists.txt, instance.cu.in); sm90_instances.inc lists the head
+// dims.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,7 +20,7 @@ constexpr int kDefaultVersion = 2;
 
 // Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
 // device (compute capability 9.0) and built the tensor maps (tensor_maps.h).
-template <class Element, int kHead, int kVersion>
+template <class Element, int kHeadQK, int kHeadV, int kVersion>
 void launch_forward(const KernelParams& params, int device, cudaStream_t stream);
 
 // Is (dtype, Hqk, Hv) instantiated?
