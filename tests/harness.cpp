@@ -394,7 +394,8 @@ void expect_forward_refused_on_device(const Case& c, const std::string& fragment
   Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
   attnlab::ForwardArgs a = device_forward_args(c, t, mirror);
-  attnlab::Context ctx;
+  attnlab::Context local;
+  attnlab::Context& ctx = context_for(c, local);
   try {
     attnlab::forward(ctx, a);
     ADD_FAILURE() << c.str() << ": expected an error naming '" << fragment << "'";

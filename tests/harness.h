@@ -99,8 +99,8 @@ attnlab::ForwardArgs device_forward_args(const Case& c, const Tensors& t, Device
 attnlab::BackwardArgs device_backward_args(const Case& c, const Tensors& t, const GradTensors& g, DeviceMirror& mirror);
 void check_backward(const Case& c, Rng& rng);
 
-// A forward call on device copies of the case's tensors that must fail as `unsupported` with a message naming
-// `fragment`, and leave O untouched.
+// A forward call on device copies of the case's tensors (through c.context when set) that must fail as
+// `unsupported` with a message naming `fragment`, and leave O untouched.
 void expect_forward_refused_on_device(const Case& c, const std::string& fragment);
 
 // Whether a call that asked for path `asked` ran it. Path flash is a family: RunInfo names the member that ran,

@@ -88,6 +88,10 @@ class FlashSm90Path final : public core::Path {
       return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
                          "s4; s0 was retired)",
                          p.tuning->flash_config);
+    if (!version_built(int(d.Hqk), version(p)))
+      return fmt::format("flash_config = {} (s{}) is not built at head dim {} (it spilled registers there and measured "
+                         "slower than s2, the default)",
+                         version(p), version(p), d.Hqk);
     return tensor_map_rule(p);
   }
 };

@@ -29,7 +29,12 @@ void launch_version(int version, const KernelParams& params, int device, cudaStr
       return launch_forward<Element, kHeadQK, kHeadV, 4>(params, device, stream);
     return launch_forward<Element, kHeadQK, kHeadV, 2>(params, device, stream);
   }
-  if (version == 3) return launch_forward<Element, kHeadQK, kHeadV, 3>(params, device, stream);
+  if (version == 3) {
+    if constexpr (version_built(kHeadQK, 3))
+      return launch_forward<Element, kHeadQK, kHeadV, 3>(params, device, stream);
+    core::fail(ErrorCode::internal, "flash-sm90: s3 is not built at head dim {} (the path's rules rule it out)",
+               kHeadQK);
+  }
   if (version == 2) return launch_forward<Element, kHeadQK, kHeadV, 2>(params, device, stream);
   return launch_forward<Element, kHeadQK, kHeadV, 1>(params, device, stream);
 }

@@ -18,6 +18,11 @@ constexpr int kVersions = 5;
 constexpr int kFirstVersion = 1;
 constexpr int kDefaultVersion = 2;
 
+// Whether version `version` is compiled at Q·Kᵀ head dim `head_qk` (src/CMakeLists.txt follows it). s3 is not at
+// 256: there its persistent loop's state spilled to local memory beside O's 128 registers, and it measured slower
+// than s2 (docs/perf-notes-flash-sm90.md). The path refuses such a call by this rule.
+constexpr bool version_built(int head_qk, int version) { return !(version == 3 && head_qk == 256); }
+
 // Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
 // device (compute capability 9.0) and built the tensor maps (tensor_maps.h).
 template <class Element, int kHeadQK, int kHeadV, int kVersion>
