@@ -2,7 +2,8 @@
 // odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64, 192, 256 and
 // 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
 // stream; sliding windows, GQA/MQA, shapes drawn at random through one context; each kernel version (s1 … s4) by
-// index; path flash choosing between the two families; and its refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
+// index; path flash choosing between the two families; and its refusals. The harness poisons every output, draws
+// fresh inputs and checks for NaN. Skips
 // visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
 #include <gtest/gtest.h>
 
@@ -140,7 +141,8 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4), ::testing::Values(Heads{128, 128})),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(Heads{128, 128})),
                          grid_name);
 // Head dims 64, 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the odd shapes, both streams,
 // every version (s4 runs s2's kernel there: ManyBlocksPerCta calls it at these head dims).
@@ -154,7 +156,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, GpuFlashSm90Grid,
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4), ::testing::Values(Heads{128, 128})),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(Heads{128, 128})),
                          grid_name);
 
 using DtypeVersion = std::tuple<DType, int>;
