@@ -3,8 +3,8 @@
 // 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
 // stream; sliding windows, GQA/MQA, shapes drawn at random through one context; each kernel version (s1 … s4) by
 // index; path flash choosing between the two families; and its refusals. The harness poisons every output, draws
-// fresh inputs and checks for NaN. Skips
-// visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
+// fresh inputs and checks for NaN. Skips visibly without a GPU of compute capability 9.0 (the kernels are sm_90a
+// code).
 #include <gtest/gtest.h>
 
 #include <iterator>
