@@ -9,8 +9,9 @@
 #      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4"): attnlab bench (flash-sm90, and in
 #      the first version's process cudnn), flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force
 #      its tile configuration too) and bench/peers.py (torch-flash = FA2) on
-#      bench/workloads_fwd.json's rows at the family's head dims
-#      (ATTNLAB_SM90_HEADS, default "64 128 256"), then bench/flash_table.py per version (rows labelled flash-sm90-sN).
+#      bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
+#      workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128 256"), then
+#      bench/flash_table.py per version (rows labelled flash-sm90-sN).
 #   sm90-check.sh [OUT_DIR] [--no-table | --table-only]
 # Steps 1–2 and step 3 each fit one device call of 10 minutes; with every head dim, both together may not: run
 # them as two calls then (--no-table, then --table-only into another OUT_DIR).
@@ -64,12 +65,13 @@ fi
 if [[ "$table" != "--no-table" ]]; then
   # The benchmark set's shapes the family runs (its head dims so far: ATTNLAB_SM90_HEADS, space-separated).
   workloads="$out/workloads-sm90.json"
-  python3 - "$dist/bench/workloads_fwd.json" "$workloads" "${ATTNLAB_SM90_HEADS:-64 128 256}" <<'PY'
+  python3 - "$dist/bench/${ATTNLAB_SM90_WORKLOADS:-workloads_fwd.json}" "$workloads" \
+    "${ATTNLAB_SM90_HEADS:-64 128 256}" <<'PY'
 import json, sys
 spec = json.load(open(sys.argv[1]))
 heads = {int(h) for h in sys.argv[3].split()}
 spec["workloads"] = [w for w in spec["workloads"] if w["Hqk"] in heads and w["Hv"] in heads]
-spec["about"] = "the rows of workloads_fwd.json at head dims " + sys.argv[3]
+spec["about"] = "the rows of " + sys.argv[1].rsplit("/", 1)[-1] + " at head dims " + sys.argv[3]
 json.dump(spec, open(sys.argv[2], "w"), indent=1)
 PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
