@@ -36,7 +36,7 @@ L2_BYTES = 50 * 1024 * 1024
 
 
 def flops(w: dict) -> float:
-    f = 4.0 * w["B"] * w["N"] * w["T"] * w["S"] * w["Hqk"]
+    f = 2.0 * w["B"] * w["N"] * w["T"] * w["S"] * (w["Hqk"] + w["Hv"])  # Q·Kᵀ and P·V
     if w["causal"]:
         f /= 2.0
     return f * (2.5 if w.get("direction", "fwd") == "bwd" else 1.0)

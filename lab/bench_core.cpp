@@ -77,7 +77,7 @@ ResultRow bench_one(const Workload& w, const std::string& path, attnlab::Device 
         },
         plan);
     row.ms_median = t.ms_median, row.ms_min = t.ms_min, row.ms_max = t.ms_max;
-    row.tflops = attention_flops(w.B, w.N, w.T, w.S, w.Hqk, w.causal, w.backward) / (t.ms_median * 1e-3) / 1e12;
+    row.tflops = attention_flops(w.B, w.N, w.T, w.S, w.Hqk, w.Hv, w.causal, w.backward) / (t.ms_median * 1e-3) / 1e12;
     row.gbps = io_bytes(w) / (t.ms_median * 1e-3) / 1e9;
     row.first_call_ms = t.first_call_ms;
     if (device == attnlab::Device::cuda) row.host_ms = t.host_ms_median;

@@ -214,7 +214,7 @@ Outcome run_fp8(const Fp8Options& o) {
   try {
     const Timing t = measure(attnlab::Device::cuda, [&](int) { cell.enqueue_step(fp8_path, false); }, o.plan);
     whole.ms_median = t.ms_median, whole.ms_min = t.ms_min, whole.ms_max = t.ms_max;
-    whole.tflops = attention_flops(o.B, o.N, o.T, o.T, o.H, o.causal, false) / (t.ms_median * 1e-3) / 1e12;
+    whole.tflops = attention_flops(o.B, o.N, o.T, o.T, o.H, o.H, o.causal, false) / (t.ms_median * 1e-3) / 1e12;
     whole.ok = true;
     whole.note = "one DelayedScaling step from bf16 Q, K, V: quantize Q, K, V, the FP8 call, the recipe update";
   } catch (const attnlab::Error& e) {

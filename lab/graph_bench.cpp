@@ -66,7 +66,7 @@ ResultRow bench_graph(const Workload& w, const std::string& path, attnlab::Devic
     replays.repeats = 1;
     const Timing t = measure(device, [&](int) { graph->launch(); }, replays);
     row.ms_median = t.ms_median / per_graph, row.ms_min = t.ms_min / per_graph, row.ms_max = t.ms_max / per_graph;
-    row.tflops = attention_flops(w.B, w.N, w.T, w.S, w.Hqk, w.causal, w.backward) / (*row.ms_median * 1e-3) / 1e12;
+    row.tflops = attention_flops(w.B, w.N, w.T, w.S, w.Hqk, w.Hv, w.causal, w.backward) / (*row.ms_median * 1e-3) / 1e12;
     row.gbps = io_bytes(w) / (*row.ms_median * 1e-3) / 1e9;
     row.ok = true;
     row.note = fmt::format("graph replay: {} calls per graph, {} input set{}", per_graph, sets, sets > 1 ? "s" : "");

@@ -69,9 +69,9 @@ Timing measure(attnlab::Device device, const std::function<void(int)>& fn, Timin
   return t;
 }
 
-double attention_flops(std::int64_t B, std::int64_t N, std::int64_t T, std::int64_t S, std::int64_t Hqk, bool causal,
-                       bool backward) {
-  double f = 4.0 * double(B) * double(N) * double(T) * double(S) * double(Hqk);
+double attention_flops(std::int64_t B, std::int64_t N, std::int64_t T, std::int64_t S, std::int64_t Hqk,
+                       std::int64_t Hv, bool causal, bool backward) {
+  double f = 2.0 * double(B) * double(N) * double(T) * double(S) * double(Hqk + Hv);
   if (causal) f /= 2.0;
   return backward ? 2.5 * f : f;
 }

@@ -26,8 +26,9 @@ struct Timing {
 // Times fn(i). Throws whatever fn throws (e.g. attnlab::Error when a path refuses).
 Timing measure(attnlab::Device device, const std::function<void(int)>& fn, TimingPlan plan);
 
-// FLOPs of one attention call (docs/design.md §5): 4·B·N·T·S·Hqk, half when causal, 2.5× for a backward call.
-double attention_flops(std::int64_t B, std::int64_t N, std::int64_t T, std::int64_t S, std::int64_t Hqk, bool causal,
-                       bool backward);
+// FLOPs of one attention call (docs/design.md §5): 2·B·N·T·S·(Hqk + Hv) (Q·Kᵀ and P·V), half when causal, 2.5× for
+// a backward call. At Hqk = Hv this is the field's 4·B·N·T·S·H.
+double attention_flops(std::int64_t B, std::int64_t N, std::int64_t T, std::int64_t S, std::int64_t Hqk,
+                       std::int64_t Hv, bool causal, bool backward);
 
 }  // namespace lab

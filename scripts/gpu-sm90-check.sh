@@ -3,14 +3,15 @@
 # scripts/gpu-build.sh (there it is sm90-check.sh). Each step is bounded in time and leaves its files as it goes:
 #   1. the flash-sm90 GPU tests and path flash's choice between the families (test_gpu_flash, *Sm90* and
 #      *FlashFamily*, sharded over the cores);
-#   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set: 113×203 and 1023×1024 in bf16, every
-#      head dim and kernel version, and s3's CTAs walking several blocks, on the default stream;
+#   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set, bf16 on the default stream: 113×203 at
+#      every head dim and kernel version, 1023×1024 at head dim 128, and s3's CTAs walking several blocks;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3"): attnlab bench (flash-sm90, and in
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4"): attnlab bench (flash-sm90, and in
 #      the first version's process cudnn), flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force
 #      its tile configuration too) and bench/peers.py (torch-flash = FA2) on
-#      bench/workloads_fwd.json's rows at the family's head dims
-#      (ATTNLAB_SM90_HEADS, default "64 128 256"), then bench/flash_table.py per version (rows labelled flash-sm90-sN).
+#      bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
+#      workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128 256"), then
+#      bench/flash_table.py per version (rows labelled flash-sm90-sN).
 #   sm90-check.sh [OUT_DIR] [--no-table | --table-only]
 # Steps 1–2 and step 3 each fit one device call of 10 minutes; with every head dim, both together may not: run
 # them as two calls then (--no-table, then --table-only into another OUT_DIR).
@@ -48,7 +49,7 @@ if [[ "$table" != "--table-only" ]]; then
   fi
 
   filter='*GpuFlashSm90Grid.MatchesReference/bf16_h*_113x203_s*'
-  filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h*_1023x1024_s*'
+  filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h128_1023x1024_s*'
   # and a persistent CTA walking several blocks (s3), with blocks that see no key
   filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s3'
   for tool in memcheck racecheck synccheck; do
@@ -64,18 +65,19 @@ fi
 if [[ "$table" != "--no-table" ]]; then
   # The benchmark set's shapes the family runs (its head dims so far: ATTNLAB_SM90_HEADS, space-separated).
   workloads="$out/workloads-sm90.json"
-  python3 - "$dist/bench/workloads_fwd.json" "$workloads" "${ATTNLAB_SM90_HEADS:-64 128 256}" <<'PY'
+  python3 - "$dist/bench/${ATTNLAB_SM90_WORKLOADS:-workloads_fwd.json}" "$workloads" \
+    "${ATTNLAB_SM90_HEADS:-64 128 256}" <<'PY'
 import json, sys
 spec = json.load(open(sys.argv[1]))
 heads = {int(h) for h in sys.argv[3].split()}
 spec["workloads"] = [w for w in spec["workloads"] if w["Hqk"] in heads and w["Hv"] in heads]
-spec["about"] = "the rows of workloads_fwd.json at head dims " + sys.argv[3]
+spec["about"] = "the rows of " + sys.argv[1].rsplit("/", 1)[-1] + " at head dims " + sys.argv[3]
 json.dump(spec, open(sys.argv[2], "w"), indent=1)
 PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
-  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3})
+  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4})
   for version in "${versions[@]}"; do
     paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$workloads" \

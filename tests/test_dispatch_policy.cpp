@@ -67,8 +67,8 @@ TEST(DispatchPolicy, LargeHalfForwardPrefersCudnnAndSaysWhereItWasMeasured) {
   EXPECT_EQ(order_for(gpu(Direction::forward, DType::f16, double(1 << 30) * 1.01, 90)).front(), "cudnn");
 }
 
-// Where flash-sm90 measured ahead of cudnn: causal only, head dims 128 or 256, T and S ≥ 8192, on cc 9.0 alone.
-// A window, another head dim, a shorter sequence or another GPU keeps cudnn first.
+// Where flash-sm90 measured ahead of cudnn: causal only, head dims 128, 192, 256 and 192/128, T and S ≥ 8192, on
+// cc 9.0 alone. A window, another head dim, a shorter sequence or another GPU keeps cudnn first.
 TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   CallTraits t = gpu(Direction::forward, DType::bf16, kLarge, 90);
   t.T = t.S = 8192, t.Hqk = t.Hv = 128, t.causal_only = true;
@@ -78,9 +78,14 @@ TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   CallTraits wide = t;
   wide.Hqk = wide.Hv = 256;
   EXPECT_EQ(order_for(wide).front(), "flash-sm90");
+  wide.Hqk = wide.Hv = 192;
+  EXPECT_EQ(order_for(wide).front(), "flash-sm90");
+  wide.Hv = 128;
+  EXPECT_EQ(order_for(wide).front(), "flash-sm90");
   for (auto change : {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 4096; },
                       +[](CallTraits& c) { c.S = 4096; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
                       +[](CallTraits& c) { c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 256; },
+                      +[](CallTraits& c) { c.Hqk = 192, c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 96; },
                       +[](CallTraits& c) { c.cc = 89; }, +[](CallTraits& c) { c.cc = 100; }}) {
     CallTraits other = t;
     change(other);

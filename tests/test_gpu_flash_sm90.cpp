@@ -1,12 +1,13 @@
 // The flash-sm90 path (the Hopper kernels, cuda/flash_sm90/) against the fp64 CPU reference, forced by name: the
-// odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64 and 256 too)
-// without a mask and with causal masks of both
-// alignments, on the default and on a non-blocking stream; sliding windows, GQA/MQA, shapes drawn at random through
-// one context; each kernel version (s1, s2, s3) by index; path flash choosing between the two families; and its
-// refusals. The harness poisons every output, draws fresh inputs and checks for NaN. Skips
-// visibly without a GPU of compute capability 9.0 (the kernels are sm_90a code).
+// odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64, 192, 256 and
+// 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
+// stream; sliding windows, GQA/MQA, shapes drawn at random through one context; each kernel version (s1 … s4) by
+// index; path flash choosing between the two families; and its refusals. The harness poisons every output, draws
+// fresh inputs and checks for NaN. Skips visibly without a GPU of compute capability 9.0 (the kernels are sm_90a
+// code).
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -45,12 +46,23 @@ std::string hopper_unavailable() {
     if (!why_not_hopper.empty()) GTEST_SKIP() << "GPU test skipped: " << why_not_hopper; \
   } while (0)
 
-Case sm90_case(DType dtype, std::int64_t head_dim = 128) {
+// Head dims of Q·Kᵀ and of V.
+struct Heads {
+  std::int64_t qk, v;
+};
+constexpr Heads kEveryHeads[] = {{64, 64}, {128, 128}, {192, 192}, {192, 128}, {256, 256}};
+
+std::string heads_name(const Heads& h) {
+  return std::to_string(h.qk) + (h.v != h.qk ? "x" + std::to_string(h.v) : "");
+}
+
+Case sm90_case(DType dtype, Heads heads = {128, 128}) {
   Case c;
   c.device = Device::cuda;
   c.path = "flash-sm90";
   c.dtype = dtype;
-  c.Hqk = c.Hv = head_dim;
+  c.Hqk = heads.qk;
+  c.Hv = heads.v;
   return c;
 }
 
@@ -71,12 +83,12 @@ void* nonblocking_stream() {
 struct Shape {
   std::int64_t T, S;
 };
-// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1, 2 = s2, 3 = s3), head dim
-using GridParam = std::tuple<DType, Shape, bool, int, int>;
+// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1, 2 = s2, 3 = s3, 4 = s4), head dim
+using GridParam = std::tuple<DType, Shape, bool, int, Heads>;
 
 // A context that runs kernel version `version` of flash-sm90.
 attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[4];
+  static attnlab::Context contexts[5];
   attnlab::Tuning tuning = contexts[version].tuning();
   tuning.flash_config = version;
   contexts[version].set_tuning(tuning);
@@ -95,9 +107,9 @@ bool runs_or_is_refused(const Case& c, int version) {
 
 TEST_P(GpuFlashSm90Grid, MatchesReference) {
   ATTNLAB_REQUIRE_HOPPER();
-  const auto& [dtype, shape, nonblocking, version, head_dim] = GetParam();
+  const auto& [dtype, shape, nonblocking, version, heads] = GetParam();
   ATTNLAB_TEST_RNG(rng);
-  Case c = sm90_case(dtype, head_dim);
+  Case c = sm90_case(dtype, heads);
   c.T = shape.T, c.S = shape.S;
   c.context = &version_context(version);
   if (!runs_or_is_refused(c, version)) return;
@@ -120,8 +132,8 @@ TEST_P(GpuFlashSm90Grid, MatchesReference) {
 }
 
 std::string grid_name(const ::testing::TestParamInfo<GridParam>& info) {
-  const auto& [dtype, shape, nonblocking, version, head_dim] = info.param;
-  return std::string(dtype_name(dtype)) + "_h" + std::to_string(head_dim) + "_" + std::to_string(shape.T) + "x" +
+  const auto& [dtype, shape, nonblocking, version, heads] = info.param;
+  return std::string(dtype_name(dtype)) + "_h" + heads_name(heads) + "_" + std::to_string(shape.T) + "x" +
          std::to_string(shape.S) + (nonblocking ? "_nonblocking" : "") + "_s" + std::to_string(version);
 }
 
@@ -129,18 +141,23 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3), ::testing::Values(128)),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(Heads{128, 128})),
                          grid_name);
-// Head dims 64 and 256 (key tiles of 128 and 64 keys): most of the odd shapes, both streams, every version.
+// Head dims 64, 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the odd shapes, both streams,
+// every version (s4 runs s2's kernel there: ManyBlocksPerCta calls it at these head dims).
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
                                                               Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3), ::testing::Values(64, 256)),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3),
+                                            ::testing::Values(Heads{64, 64}, Heads{192, 192}, Heads{192, 128},
+                                                              Heads{256, 256})),
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3), ::testing::Values(128)),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(Heads{128, 128})),
                          grid_name);
 
 using DtypeVersion = std::tuple<DType, int>;
@@ -165,8 +182,8 @@ TEST_P(GpuFlashSm90, WindowsAndSharedKVHeads) {
   check_forward(c, rng);
   c.N = 4, c.K = 1, c.mask = {};
   check_forward(c, rng);
-  for (const std::int64_t head_dim : {64, 256}) {
-    Case other = sm90_case(dtype(), head_dim);
+  for (const Heads heads : {Heads{64, 64}, Heads{192, 128}, Heads{256, 256}}) {
+    Case other = sm90_case(dtype(), heads);
     other.context = c.context;
     other.B = 2, other.T = 300, other.S = 517, other.N = 6, other.K = 2;
     other.mask.window_left = 70, other.mask.window_right = 33;
@@ -178,9 +195,8 @@ TEST_P(GpuFlashSm90, WindowsAndSharedKVHeads) {
 TEST_P(GpuFlashSm90, RandomShapesOneContext) {
   ATTNLAB_TEST_RNG(rng);
   attnlab::Context& shared = version_context(version());
-  const std::int64_t head_dims[] = {64, 128, 256};
   for (int i = 0; i < 30; ++i) {
-    Case c = sm90_case(dtype(), head_dims[rng.integer(0, 2)]);
+    Case c = sm90_case(dtype(), kEveryHeads[rng.integer(0, int(std::size(kEveryHeads)) - 1)]);
     c.B = rng.integer(1, 3), c.T = rng.integer(1, 400), c.S = rng.integer(1, 400);
     c.N = 4, c.K = rng.chance(0.5) ? 4 : 2;
     c.mask.causal = rng.chance(0.5);
@@ -196,16 +212,16 @@ TEST_P(GpuFlashSm90, RandomShapesOneContext) {
 // blocks that see no key at all (O = 0, LSE = −inf) in the middle of a CTA's walk. Every head dim.
 TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
   ATTNLAB_TEST_RNG(rng);
-  for (const std::int64_t head_dim : {64, 128, 256}) {
-    Case c = sm90_case(dtype(), head_dim);
+  for (const Heads heads : kEveryHeads) {
+    Case c = sm90_case(dtype(), heads);
     c.context = &version_context(version());
     c.B = 4, c.T = 300, c.S = 300, c.N = 40, c.K = 8;  // 3 · 40 · 4 = 480 blocks
-    SCOPED_TRACE("head dim " + std::to_string(head_dim));
+    SCOPED_TRACE("head dims " + heads_name(heads));
     if (!runs_or_is_refused(c, version())) continue;
     check_forward(c, rng);
     c.mask.causal = true;
     check_forward(c, rng);
-    Case empty_rows = sm90_case(dtype(), head_dim);
+    Case empty_rows = sm90_case(dtype(), heads);
     empty_rows.context = c.context;
     empty_rows.B = 2, empty_rows.T = 1500, empty_rows.S = 200, empty_rows.N = 24, empty_rows.K = 24;  // 576 blocks
     empty_rows.mask.causal = true;
@@ -215,14 +231,16 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
 }
 
 // Scales of either sign and zero, with scores large enough that a softmax shifted by the wrong extreme overflows
-// (s2 runs s1 for scale ≤ 0: launch.h). Against the sm_80 family's flash too, which takes its maxima the same way.
+// (s2 runs s1 for scale ≤ 0: launch.h). Against the sm_80 family too, which takes its maxima the same way, at its
+// own tile choice (flash_config would name one of its configurations, of which head dim 128 has four).
 TEST_P(GpuFlashSm90, AnyScale) {
   ATTNLAB_TEST_RNG(rng);
-  for (const char* path : {"flash-sm90", "flash"}) {
+  attnlab::Context own_choice;
+  for (const char* path : {"flash-sm90", "flash-sm80"}) {
     for (const float scale : {-4.0f, -0.09f, 0.0f, 0.09f, 4.0f}) {
       Case c = sm90_case(dtype());
       c.path = path;
-      c.context = &version_context(version());
+      c.context = std::string(path) == "flash-sm90" ? &version_context(version()) : &own_choice;
       c.B = 1, c.T = 150, c.S = 260, c.N = 2, c.K = 2;
       c.scale = scale;
       c.input_scale = scale == 4.0f || scale == -4.0f ? 2.0 : 1.0;  // scores spread over ±2^9 in log2 units
@@ -234,7 +252,7 @@ TEST_P(GpuFlashSm90, AnyScale) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
-                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(1, 2, 3)),
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(1, 2, 3, 4)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
@@ -308,7 +326,7 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   ATTNLAB_TEST_RNG(rng);
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  for (const int index : {0, 4}) {  // s0 was retired; 4 is past the list
+  for (const int index : {0, 5}) {  // s0 was retired; 5 is past the list
     tuning.flash_config = index;
     tuned.set_tuning(tuning);
     const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));

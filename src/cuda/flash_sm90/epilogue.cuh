@@ -56,7 +56,7 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
   ptx::named_barrier_sync(1 + consumer, 128);
   if (warp == 0 && lane == 0) {
 #pragma unroll
-    for (int half = 0; half < Traits::kHalves; ++half)
+    for (int half = 0; half < Traits::kVHalves; ++half)
       ptx::tma_store(&kp.o, smem + Traits::kQOffset + half * Traits::kQHalfBytes + local0 * Traits::kRowBytes,
                      64 * half, w.m0 + local0, w.head, w.batch);
     ptx::tma_store_commit();

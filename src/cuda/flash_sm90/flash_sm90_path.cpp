@@ -30,7 +30,7 @@ class FlashSm90Path final : public core::Path {
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
     return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two consumer warpgroups); bf16/f16 "
-           "forward, head dims 64, 128 and 256, causal/window, GQA/MQA, LSE; cc 9.0";
+           "forward, head dims 64, 128, 192, 256 and 192/128, causal/window, GQA/MQA, LSE; cc 9.0";
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
@@ -41,16 +41,17 @@ class FlashSm90Path final : public core::Path {
     if (auto why = rules(p)) return why;  // before anything is built or launched
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    build_tensor_maps(p, params);
+    const int v = version(p);
+    build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
     ctx.last_workspace_bytes = 0;
-    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), version(p), params, p.device_index,
+    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), v, params, p.device_index,
                    static_cast<cudaStream_t>(ctx.stream));
     return std::nullopt;
   }
 
  private:
-  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 and s3
+  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2–s4
   // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
   // scale (zero, negative) runs s1, which scales first.
   static int version(const core::Problem& p) {
@@ -67,7 +68,8 @@ class FlashSm90Path final : public core::Path {
     if (!has_instance(DType::bf16, 128, 128))
       return std::string("this build has no sm_90a kernels (its CUDA architectures did not include 90a)");
     if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
-      return fmt::format("head dims {}/{} unsupported; it has 64, 128 and 256 (other head dims run on path=flash)",
+      return fmt::format("head dims {}/{} unsupported; it has 64, 128, 192, 256 and 192/128 (other head dims run on "
+                         "path=flash)",
                          d.Hqk, d.Hv);
     const DeviceProperties& dev = device_properties(p.device_index);
     if (dev.cc_major != 9 || dev.cc_minor != 0)
@@ -83,8 +85,8 @@ class FlashSm90Path final : public core::Path {
     if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
       return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
     if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
-      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3; s0 "
-                         "was retired)",
+      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
+                         "s4; s0 was retired)",
                          p.tuning->flash_config);
     if (!version_built(int(d.Hqk), version(p)))
       return fmt::format("flash_config = {} (s{}) is not built at head dim {} (it spilled registers there and measured "

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include <cute/arch/mma_sm90_gmma.hpp>
+#include <cute/arch/mma_sm90_gmma_ext.hpp>  // N = 112 and 176 (key tiles at head dim 192 and in s4)
 
 namespace attnlab::cuda::sm90::gmma {
 
@@ -42,11 +43,13 @@ struct Atom;
   struct Atom<__half, N, true> {                                                                         \
     using type = GMMA::MMA_64x##N##x16_F32F16F16_RS<GMMA::Major::K, GMMA::Major::MN>;                    \
   };
-// The N of every tile the traits choose (traits.h): key tiles of 64 and 128 keys, head dims 64, 128, 256. (An N
-// such as 80 is one of CuTe's "extended" shapes: mma_sm90_gmma_ext.hpp, behind
-// CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED.)
+// The N of every tile the traits choose (traits.h): key tiles of 64, 112, 128 and 176 keys, value head dims 64,
+// 128, 192 and 256. 112 and 176 are CuTe's "extended" shapes (mma_sm90_gmma_ext.hpp, included directly above).
 ATTNLAB_SM90_GMMA_ATOMS(64)
+ATTNLAB_SM90_GMMA_ATOMS(112)
 ATTNLAB_SM90_GMMA_ATOMS(128)
+ATTNLAB_SM90_GMMA_ATOMS(176)
+ATTNLAB_SM90_GMMA_ATOMS(192)
 ATTNLAB_SM90_GMMA_ATOMS(256)
 #undef ATTNLAB_SM90_GMMA_ATOMS
 

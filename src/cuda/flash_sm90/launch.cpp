@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include "core/error.h"
+#include "cuda/flash_sm90/traits.h"  // compiled_version
 
 namespace attnlab::cuda::sm90 {
 
@@ -20,15 +21,22 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
 }
 
 namespace {
-template <class Element, int kHead>
+template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 4);
-  if (version == 3) {
-    if constexpr (version_built(kHead, 3)) return launch_forward<Element, kHead, 3>(params, device, stream);
-    core::fail(ErrorCode::internal, "flash-sm90: s3 is not built at head dim {} (the path's rules rule it out)", kHead);
+  static_assert(kVersions == 5);
+  if (version == 4) {
+    if constexpr (compiled_version(kHeadQK, 4) == 4)
+      return launch_forward<Element, kHeadQK, kHeadV, 4>(params, device, stream);
+    return launch_forward<Element, kHeadQK, kHeadV, 2>(params, device, stream);
   }
-  if (version == 2) return launch_forward<Element, kHead, 2>(params, device, stream);
-  return launch_forward<Element, kHead, 1>(params, device, stream);
+  if (version == 3) {
+    if constexpr (version_built(kHeadQK, 3))
+      return launch_forward<Element, kHeadQK, kHeadV, 3>(params, device, stream);
+    core::fail(ErrorCode::internal, "flash-sm90: s3 is not built at head dim {} (the path's rules rule it out)",
+               kHeadQK);
+  }
+  if (version == 2) return launch_forward<Element, kHeadQK, kHeadV, 2>(params, device, stream);
+  return launch_forward<Element, kHeadQK, kHeadV, 1>(params, device, stream);
 }
 }  // namespace
 
@@ -36,9 +44,9 @@ void launch_forward(DType dtype, int head_qk, int head_v, int version, const Ker
                     cudaStream_t stream) {
 #define ATTNLAB_SM90_INSTANCE(HQK, HV)                                              \
   if (head_qk == HQK && head_v == HV && dtype == DType::bf16)                       \
-    return launch_version<__nv_bfloat16, HQK>(version, params, device, stream);     \
+    return launch_version<__nv_bfloat16, HQK, HV>(version, params, device, stream); \
   if (head_qk == HQK && head_v == HV && dtype == DType::f16)                        \
-    return launch_version<__half, HQK>(version, params, device, stream);
+    return launch_version<__half, HQK, HV>(version, params, device, stream);
 #include "cuda/flash_sm90/sm90_instances.inc"
 #undef ATTNLAB_SM90_INSTANCE
   core::fail(ErrorCode::internal, "flash-sm90: no kernel for {} with head dims {}/{}", to_string(dtype), head_qk,

@@ -12,9 +12,9 @@
 
 namespace attnlab::cuda::sm90 {
 
-template <class Element, int kHead, int kVersion>
+template <class Element, int kHeadQK, int kHeadV, int kVersion>
 void launch_forward(const KernelParams& params, int device, cudaStream_t stream) {
-  using T = Traits<Element, kHead, kVersion>;
+  using T = Traits<Element, kHeadQK, kHeadV, kVersion>;
   static_assert(T::kBlockM == kBlockM);
   auto kernel = forward_kernel<T>;
   // More than 48 KB of dynamic shared memory needs the function's opt-in, which is per device: set once per

@@ -1,5 +1,6 @@
-// Host entry of the sm_90a flash kernels: one compiled instantiation per (element type, head dim), each in its
-// own generated translation unit (src/CMakeLists.txt, instance.cu.in); sm90_instances.inc lists them.
+// Host entry of the sm_90a flash kernels: one compiled instantiation per (element type, head dims, version), each
+// in its own generated translation unit (src/CMakeLists.txt, instance.cu.in); sm90_instances.inc lists the head
+// dims.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,9 +12,9 @@ namespace attnlab::cuda::sm90 {
 
 // The kernel versions compiled for each instance (traits.h, kVersion), and the one a call runs unless
 // Tuning::flash_config names another (tests and A/B runs): the fastest measured (docs/perf-notes-flash-sm90.md).
-// Versions are numbered 1–3 (s1, s2, s3); index 0 was s0, retired. s2 and s3 need scale > 0; a call with another
-// scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 4;
+// Versions are numbered 1–4 (s1, s2, s3, s4); index 0 was s0, retired. s2, s3 and s4 need scale > 0; a call with
+// another scale runs s1 (flash_sm90_path.cpp).
+constexpr int kVersions = 5;
 constexpr int kFirstVersion = 1;
 constexpr int kDefaultVersion = 2;
 
@@ -24,7 +25,7 @@ constexpr bool version_built(int head_qk, int version) { return !(version == 3 &
 
 // Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
 // device (compute capability 9.0) and built the tensor maps (tensor_maps.h).
-template <class Element, int kHead, int kVersion>
+template <class Element, int kHeadQK, int kHeadV, int kVersion>
 void launch_forward(const KernelParams& params, int device, cudaStream_t stream);
 
 // Is (dtype, Hqk, Hv) instantiated?

@@ -43,19 +43,19 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   auto load_k = [&](int j, std::uint32_t step) {
     const int slot = Pipeline<Traits>::slot(step);
     pipe.producer_acquire_k(step);
-    ptx::arrive_expect_bytes(pipe.k_full(slot), Traits::kKVBytes);
+    ptx::arrive_expect_bytes(pipe.k_full(slot), Traits::kKBytes);
 #pragma unroll
-    for (int h = 0; h < Traits::kHalves; ++h)
-      ptx::tma_load(smem + Traits::kKOffset + slot * Traits::kKVBytes + h * Traits::kKVHalfBytes, &kp.k,
+    for (int h = 0; h < Traits::kQKHalves; ++h)
+      ptx::tma_load(smem + Traits::kKOffset + slot * Traits::kKBytes + h * Traits::kKVHalfBytes, &kp.k,
                     pipe.k_full(slot), 64 * h, j * Traits::kBlockN, w.kv_head, w.batch);
   };
   auto load_v = [&](int j, std::uint32_t step) {
     const int slot = Pipeline<Traits>::slot(step);
     pipe.producer_acquire_v(step);
-    ptx::arrive_expect_bytes(pipe.v_full(slot), Traits::kKVBytes);
+    ptx::arrive_expect_bytes(pipe.v_full(slot), Traits::kVBytes);
 #pragma unroll
-    for (int h = 0; h < Traits::kHalves; ++h)
-      ptx::tma_load(smem + Traits::kVOffset + slot * Traits::kKVBytes + h * Traits::kKVHalfBytes, &kp.v,
+    for (int h = 0; h < Traits::kVHalves; ++h)
+      ptx::tma_load(smem + Traits::kVOffset + slot * Traits::kVBytes + h * Traits::kKVHalfBytes, &kp.v,
                     pipe.v_full(slot), 64 * h, j * Traits::kBlockN, w.kv_head, w.batch);
   };
   const int tiles = w.tiles();
@@ -63,7 +63,7 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   ptx::wait(pipe.q_empty(), at.q_phase ^ 1u);
   ptx::arrive_expect_bytes(pipe.q_full(), Traits::kQBytes);
 #pragma unroll
-  for (int h = 0; h < Traits::kHalves; ++h)
+  for (int h = 0; h < Traits::kQKHalves; ++h)
     ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQHalfBytes, &kp.q, pipe.q_full(), 64 * h, w.m0, w.head,
                   w.batch);
   if (tiles > 0) load_v(w.tile_begin, at.step0);
@@ -86,7 +86,7 @@ struct ConsumerMma {
   __device__ void issue_qk(float (&s)[Traits::kSRegs], std::uint32_t k_tile) const {
     ptx::wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < Traits::kHead / 16; ++k) {
+    for (int k = 0; k < Traits::kHeadQK / 16; ++k) {
       const int half = k / 4, within = 32 * (k % 4);
       gmma::mma_ss<Element, Traits::kBlockN>(
           s, ptx::make_descriptor(q_base + half * Traits::kQHalfBytes + within, 16, 1024),
@@ -102,7 +102,7 @@ struct ConsumerMma {
 #pragma unroll
     for (int k = 0; k < Traits::kBlockN / 16; ++k) {
       const std::uint32_t (&ak)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&a[4 * k]);
-      gmma::mma_rs<Element, Traits::kHead>(o, ak, ptx::make_descriptor(v_tile + 2048 * k, Traits::kKVHalfBytes, 1024),
+      gmma::mma_rs<Element, Traits::kHeadV>(o, ak, ptx::make_descriptor(v_tile + 2048 * k, Traits::kKVHalfBytes, 1024),
                                            true);
     }
     ptx::wgmma_commit();
@@ -135,11 +135,11 @@ __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uin
 
 template <class Traits>
 __device__ __forceinline__ std::uint32_t k_tile(std::uint32_t smem, std::uint32_t step) {
-  return smem + Traits::kKOffset + Pipeline<Traits>::slot(step) * Traits::kKVBytes;
+  return smem + Traits::kKOffset + Pipeline<Traits>::slot(step) * Traits::kKBytes;
 }
 template <class Traits>
 __device__ __forceinline__ std::uint32_t v_tile(std::uint32_t smem, std::uint32_t step) {
-  return smem + Traits::kVOffset + Pipeline<Traits>::slot(step) * Traits::kKVBytes;
+  return smem + Traits::kVOffset + Pipeline<Traits>::slot(step) * Traits::kVBytes;
 }
 
 // Scale and mask a finished score tile: per element only where the tile is not inside every row's range.

@@ -98,9 +98,9 @@ std::optional<std::string> tensor_map_rule(const core::Problem& p) {
   return std::nullopt;
 }
 
-void build_tensor_maps(const core::Problem& p, KernelParams& params) {
+void build_tensor_maps(const core::Problem& p, int version, KernelParams& params) {
   // Boxes: a block's 128 query rows, a key tile's rows, a consumer warpgroup's 64 output rows (traits.h).
-  const int key_rows = key_tile_rows(int(p.dims.Hqk));
+  const int key_rows = key_tile_rows(int(p.dims.Hqk), version);
   params.q = encode("q", p.q, kBlockM);
   params.k = encode("k", p.k, key_rows);
   params.v = encode("v", p.v, key_rows);

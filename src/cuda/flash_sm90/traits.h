@@ -1,59 +1,82 @@
 // The sm_90a flash kernel's shape: tile sizes, warpgroup roles, register split and shared-memory layout. One
-// struct per (element type, head dim); everything the kernel's parts size themselves by is here.
+// struct per (element type, head dims, version); everything the kernel's parts size themselves by is here.
 #pragma once
 
 #include <cstdint>
 
 namespace attnlab::cuda::sm90 {
 
-// Keys per K/V tile at a head dim: 128, except at 256, where O takes 128 registers per consumer thread and leaves
-// room for S and P of 64 keys (32 + 16 registers) without spills. FlashAttention-3 uses 80 there; with these
-// loops ptxas spills 20 bytes at 80 (versions s1, s2), so 64 until a measurement says the spill is cheaper.
+// Keys per K/V tile at a Q·Kᵀ head dim and kernel version: 128, except
+//   at 256, where O takes 128 registers per consumer thread and leaves room for S and P of 64 keys (32 + 16
+//     registers) without spills (FlashAttention-3 uses 80 there; with these loops ptxas spills 20 bytes at 80);
+//   at 192 (Hv 192 or 128), 112 keys: two slots each of K and V of 128 keys would not fit in shared memory
+//     (48 + 96 + 96 KB), of 112 they do (48 + 84 + 84 KB at Hv 192);
+//   in version s4 at 128, 176 keys (FlashAttention-3's choice at head dim 128 without a mask), which give each
+//     softmax step 1.375× the MMA work: S, P and O take 88 + 44 + 64 registers.
 // Plain C++: the host side sizes the TMA boxes with it.
-constexpr int key_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
+constexpr int key_tile_rows(int head_qk, int version) {
+  if (head_qk == 256) return 64;
+  if (head_qk == 192) return 112;
+  return version == 4 && head_qk == 128 ? 176 : 128;
+}
+
+// The version whose instance a call of `version` runs: s4 differs from s2 only where its key tiles do, so at the
+// other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dim 128 alone).
+constexpr int compiled_version(int head_dim, int version) {
+  return version == 4 && key_tile_rows(head_dim, 4) == key_tile_rows(head_dim, 2) ? 2 : version;
+}
 
 // kVersionIndex: 1 = s1 (the next Q·Kᵀ issued with this tile's P·V, and ping-pong between the consumer
 // warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
-// only), 3 = s3 (s2 in persistent CTAs); docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
-template <class ElementT, int kHeadDim, int kVersionIndex>
+// only), 3 = s3 (s2 in persistent CTAs), 4 = s4 (s2 with 176-key tiles at head dim 128);
+// docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
+template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kVersion >= 1 && kVersion <= 3, "kernel versions s1, s2, s3");
-  static constexpr bool kPersistent = kVersion >= 3;
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head dims 64, 128 and 256 (Hqk = Hv)");
-  static constexpr int kHead = kHeadDim;
+  static_assert(kVersion >= 1 && kVersion <= 4, "kernel versions s1, s2, s3, s4");
+  static constexpr bool kPersistent = kVersion == 3;
+  static_assert((kHeadQKDim == kHeadVDim &&
+                 (kHeadQKDim == 64 || kHeadQKDim == 128 || kHeadQKDim == 192 || kHeadQKDim == 256)) ||
+                    (kHeadQKDim == 192 && kHeadVDim == 128),
+                "head dims 64, 128, 192, 256 and 192/128 (Hqk/Hv)");
+  // Hv ≤ Hqk: O is staged in Q's shared memory.
+  static constexpr int kHeadQK = kHeadQKDim;
+  static constexpr int kHeadV = kHeadVDim;
   // A block owns 128 query rows: two consumer warpgroups of 64 rows each (wgmma's M), one K/V tile of kBlockN keys
   // per step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
   static constexpr int kBlockM = 128;
-  static constexpr int kBlockN = key_tile_rows(kHeadDim);
+  static constexpr int kBlockN = key_tile_rows(kHeadQKDim, kVersion);
   static constexpr int kConsumers = 2;
   static constexpr int kRowsPerConsumer = kBlockM / kConsumers;  // 64 = wgmma M
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kStages = 2;  // K and V slots each
   // Registers per consumer thread for the S tile, its P operand and the O accumulator (wgmma's 64 × N layout:
-  // N / 2 each, P N / 4): 64 + 32 + 64 at head dim 128, 32 + 16 + 128 at 256, 64 + 32 + 32 at 64.
+  // N / 2 each, P N / 4): 64 + 32 + 64 at head dim 128 (88 + 44 + 64 in s4), 32 + 16 + 128 at 256, 64 + 32 + 32
+  // at 64, 56 + 28 + 96 at 192 (56 + 28 + 64 at 192/128).
   static constexpr int kSRegs = kBlockN / 2;
   static constexpr int kPRegs = kBlockN / 4;
-  static constexpr int kORegs = kHead / 2;
+  static constexpr int kORegs = kHeadV / 2;
   // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O.
   // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536.
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
 
   // Shared memory, every tile 1024-byte aligned (the 128-byte swizzle repeats every 8 rows of 128 bytes). A tile of
-  // R rows × kHead columns is kHead / 64 column slices ("halves" at head dim 128) of R rows × 128 bytes
-  // (64 elements), one TMA box each.
-  static constexpr int kRowBytes = 128;                 // 64 elements of 2 bytes: one swizzled row
-  static constexpr int kHalves = kHead * 2 / kRowBytes;  // 1, 2 or 4 column slices
+  // R rows × H columns is H / 64 column slices ("halves" at head dim 128) of R rows × 128 bytes (64 elements), one
+  // TMA box each: Q and K have kQKHalves of them, V and O kVHalves.
+  static constexpr int kRowBytes = 128;                     // 64 elements of 2 bytes: one swizzled row
+  static constexpr int kQKHalves = kHeadQK * 2 / kRowBytes;  // 1, 2, 3 or 4 column slices
+  static constexpr int kVHalves = kHeadV * 2 / kRowBytes;
   static constexpr int kQHalfBytes = kBlockM * kRowBytes;
   static constexpr int kKVHalfBytes = kBlockN * kRowBytes;
-  static constexpr int kQBytes = kQHalfBytes * kHalves;    // 32 KB at head dim 128; O is staged here (Hv = Hqk)
-  static constexpr int kKVBytes = kKVHalfBytes * kHalves;  // 32 KB per K or V slot at 128 and 256, 16 KB at 64
+  static constexpr int kQBytes = kQHalfBytes * kQKHalves;  // 32 KB at head dim 128; O is staged here (Hv ≤ Hqk)
+  static constexpr int kKBytes = kKVHalfBytes * kQKHalves;  // per slot: 32 KB at 128 and 256 (44 KB in s4)
+  static constexpr int kVBytes = kKVHalfBytes * kVHalves;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
-  static constexpr int kVOffset = kKOffset + kStages * kKVBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kKVBytes;
+  static constexpr int kVOffset = kKOffset + kStages * kKBytes;
+  static constexpr int kBarrierOffset = kVOffset + kStages * kVBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs).
   static constexpr int kBarriers = 2 + 4 * kStages;
   static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarriers;
