@@ -4,6 +4,8 @@
   binding     _attnlab.forward on preallocated torch tensors (nanobind calls each tensor's __dlpack__),
   capsules    the same with DLPack capsules made by torch._C._to_dlpack and the raw current stream, as the
               package's torch op passes them (the binding at its cheapest),
+  make_capsules  those four capsules and the stream alone, no call: torch's share of `capsules` (capsules −
+              make_capsules is the binding's own cost),
   dpa         attnlab.dot_product_attention (allocates O with torch each call),
   torch_op    attnlab.torch.dot_product_attention (the torch.library op, autograd off),
 and torch's own SDPA (F.scaled_dot_product_attention, the flash backend) as the peer. Compare `binding` with
@@ -42,6 +44,7 @@ def main():
                                             args.path, stream),
         "capsules": lambda: _attnlab.forward(dl(q), dl(k), dl(v), dl(out), None, None, False, False, -1, -1, None,
                                              None, None, None, args.path, raw_stream(0)),
+        "make_capsules": lambda: (dl(q), dl(k), dl(v), dl(out), raw_stream(0)),
         "dpa": lambda: attnlab.dot_product_attention(q, k, v, implementation=args.path),
         "torch_op": lambda: at.dot_product_attention(q, k, v, implementation=args.path),
         "torch_sdpa": lambda: F.scaled_dot_product_attention(qt, kt, vt),
