@@ -53,6 +53,10 @@ std::vector<Workload> load_workloads(const std::string& file) {
       w.S = it.value("S", w.T), w.K = it.value("K", w.N), w.Hv = it.value("Hv", w.Hqk);
       w.dtype = attnlab::parse_dtype(it.value("dtype", std::string("bf16")));
       w.causal = it.value("causal", false);
+      w.softcap = it.value("softcap", 0.0f);
+      if (!(w.softcap >= 0.0f))
+        throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
+                             fmt::format("'{}': workload {}: softcap must be ≥ 0 (0 = none)", file, out.size()));
       w.backward = it.value("direction", std::string("fwd")) == "bwd";
       out.push_back(w);
     } catch (const nlohmann::json::exception& e) {

@@ -42,6 +42,7 @@ ResultRow workload_row(const Workload& w, const std::string& path, attnlab::Devi
   row.dtype = std::string(attnlab::to_string(w.dtype));
   row.B = w.B, row.T = w.T, row.S = w.S, row.N = w.N, row.K = w.K, row.Hqk = w.Hqk, row.Hv = w.Hv;
   row.causal = w.causal;
+  if (w.softcap > 0.0f) row.softcap = double(w.softcap);
   row.direction = w.backward ? "bwd" : "fwd";
   return row;
 }

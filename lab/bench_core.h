@@ -23,6 +23,7 @@ struct Workload {
   attnlab::DType dtype;
   bool causal = false;
   bool backward = false;
+  float softcap = 0.0f;  // 0 = none (Options::softcap)
 };
 
 // Bytes a call must move at least: each input read once, each output written once.

@@ -79,6 +79,7 @@ std::unique_ptr<CallSet> make_set(const Workload& w, attnlab::Device device, con
   attnlab::Options options;
   options.path = path;
   options.mask.causal = w.causal;
+  options.softcap = w.softcap;
   set->fwd.q = set->make(device, dt, {w.B, w.T, w.N, w.Hqk}, seed);
   set->fwd.k = set->make(device, dt, {w.B, w.S, w.K, w.Hqk}, seed);
   set->fwd.v = set->make(device, dt, {w.B, w.S, w.K, w.Hv}, seed);

@@ -45,6 +45,7 @@ std::string to_json_line(const ResultRow& r) {
   if (r.host_ms) j["host_ms"] = number_or_null(r.host_ms);
   if (r.workspace_bytes) j["workspace_bytes"] = number_or_null(r.workspace_bytes);
   if (r.graph) j["graph"] = *r.graph;
+  if (r.softcap) j["softcap"] = *r.softcap;
   // Replace invalid UTF-8 instead of throwing: notes carry library messages verbatim.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

@@ -27,6 +27,7 @@ struct ResultRow {
   std::optional<double> host_ms;              // GPU paths: the host's time to issue one call (launch cost)
   std::optional<double> workspace_bytes;      // scratch memory the path used
   std::optional<bool> graph;                  // true: timed as CUDA-graph replays (bench/sweep --graph)
+  std::optional<double> softcap;              // the workload's softcap, when it has one (bench)
 };
 
 // One line of JSON, keys in the order of docs/design.md §4, no trailing newline. NaN and infinities become null.

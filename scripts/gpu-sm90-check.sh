@@ -4,7 +4,10 @@
 #   1. the flash-sm90 GPU tests and path flash's choice between the families (test_gpu_flash, *Sm90* and
 #      *FlashFamily*, sharded over the cores);
 #   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set, bf16 on the default stream: 113×203 at
-#      every head dim and kernel version, 1023×1024 at head dim 128, and s3's CTAs walking several blocks;
+#      every head dim and kernel version, 1023×1024 at head dim 128, s3's CTAs walking several blocks, and s2 with
+#      per-batch lengths (the V rows past a length zeroed in shared memory);
+#      ATTNLAB_SM90_TESTS=0 skips step 1, ATTNLAB_SM90_SANITIZERS lists the tools of step 2 ("" skips it), so the
+#      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
 #      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4"): attnlab bench (flash-sm90, and in
 #      the first version's process cudnn), flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force
@@ -28,7 +31,7 @@ status=0
 SECONDS=0
 say() { echo "$*" | tee -a "$out/summary.txt"; }
 
-if [[ "$table" != "--table-only" ]]; then
+if [[ "$table" != "--table-only" && "${ATTNLAB_SM90_TESTS:-1}" != 0 ]]; then
   shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
   pids=()
   for ((i = 0; i < shards; ++i)); do
@@ -47,12 +50,16 @@ if [[ "$table" != "--table-only" ]]; then
     say "tests: none passed; skipped because: $(grep -hm1 'skipped: ' "$out/tests.txt")"
     status=1
   fi
+fi
 
+if [[ "$table" != "--table-only" ]]; then
   filter='*GpuFlashSm90Grid.MatchesReference/bf16_h*_113x203_s*'
   filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h128_1023x1024_s*'
   # and a persistent CTA walking several blocks (s3), with blocks that see no key
   filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s3'
-  for tool in memcheck racecheck synccheck; do
+  # and lengths whose padding rows are NaN, at every head dim
+  filter+=':*GpuFlashSm90.SequenceLengths/bf16_s2'
+  for tool in ${ATTNLAB_SM90_SANITIZERS-memcheck racecheck synccheck}; do
     log="$out/sanitizer-$tool.txt"
     timeout 150 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
       --gtest_filter="$filter" > "$log" 2>&1 || status=1

@@ -58,6 +58,23 @@ double effective_scale(const Case& c) {
   return c.scale ? double(*c.scale) : double(float(1.0 / std::sqrt(double(c.Hqk))));
 }
 
+namespace {
+// NaN in every element of the rows the case's lengths mark as padding (Case::nan_padding).
+void poison_padding(const Case& c, Tensors& t) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto poison_rows = [&](HostTensor& x, const std::vector<std::int32_t>& lens, std::int64_t rows) {
+    if (lens.empty()) return;
+    const std::int64_t heads = x.shape()[2], dim = x.shape()[3];
+    for (std::int64_t b = 0; b < c.B; ++b)
+      for (std::int64_t r = lens[std::size_t(b)]; r < rows; ++r)
+        for (std::int64_t i = 0; i < heads * dim; ++i) x.set((b * rows + r) * heads * dim + i, nan);
+  };
+  poison_rows(t.q, c.q_lens, c.T);
+  poison_rows(t.k, c.kv_lens, c.S);
+  poison_rows(t.v, c.kv_lens, c.S);
+}
+}  // namespace
+
 Tensors make_inputs(const Case& c, Rng& rng) {
   Tensors t;
   t.q = HostTensor(c.dtype, {c.B, c.T, c.N, c.Hqk}, c.q_layout);
@@ -81,6 +98,7 @@ Tensors make_inputs(const Case& c, Rng& rng) {
     t.kv_lens = HostTensor(DType::i32, {c.B});
     for (std::int64_t b = 0; b < c.B; ++b) t.kv_lens.set(b, c.kv_lens[std::size_t(b)]);
   }
+  if (c.nan_padding) poison_padding(c, t);
   if (c.bias != BiasKind::none) {
     const std::int64_t bB = c.bias_per_batch ? c.B : 1, bN = c.bias_per_head ? c.N : 1;
     const bool is_mask = c.bias == BiasKind::bool_mask;

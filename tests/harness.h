@@ -24,6 +24,9 @@ struct Case {
   float softcap = 0.0f;
   attnlab::MaskOptions mask;
   std::vector<std::int32_t> q_lens, kv_lens;  // per batch; empty = not given
+  // With lengths: the padding they mark out (query rows ≥ q_len of Q, key rows ≥ kv_len of K and V) holds NaN
+  // instead of random values, so that a path which lets padding reach a result fails (docs/design.md §2).
+  bool nan_padding = false;
   BiasKind bias = BiasKind::none;
   bool bias_per_batch = true;  // false: the bias / bool mask has size 1 in that dimension (broadcast)
   bool bias_per_head = true;

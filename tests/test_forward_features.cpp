@@ -122,6 +122,20 @@ TEST_P(ForwardFeatures, SeqlensQueryAndKey) {
   check_forward(c, rng);
 }
 
+// The padding that lengths mark out may hold anything, NaN included (docs/design.md §2): no output may see it.
+TEST_P(ForwardFeatures, SeqlensNaNInPadding) {
+  ATTNLAB_TEST_RNG(rng);
+  Case c = base(29, 41);
+  c.B = 3;
+  c.q_lens = {29, 5, 0};
+  c.kv_lens = {7, 41, 13};
+  c.nan_padding = true;
+  check_forward(c, rng);
+  c.mask.causal = true;
+  c.mask.align = attnlab::MaskAlign::bottom_right;
+  check_forward(c, rng);
+}
+
 TEST_P(ForwardFeatures, SeqlensZeroLengthBatches) {
   ATTNLAB_TEST_RNG(rng);
   Case c = base(29, 41);

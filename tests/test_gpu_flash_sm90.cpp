@@ -1,8 +1,9 @@
 // The flash-sm90 path (the Hopper kernels, cuda/flash_sm90/) against the fp64 CPU reference, forced by name: the
-// odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64, 192, 256 and
-// 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
-// stream; sliding windows, GQA/MQA, shapes drawn at random through one context; each kernel version (s1 … s4) by
-// index; path flash choosing between the two families; and its refusals. The harness poisons every output, draws
+// odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64, 96, 192, 256
+// and 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
+// stream; sliding windows, GQA/MQA, per-batch sequence lengths (host and device, NaN in the padding), softcap,
+// shapes drawn at random through one context; each kernel version (s1 … s4) by index; path flash choosing between
+// the two families; and its refusals. The harness poisons every output, draws
 // fresh inputs and checks for NaN. Skips visibly without a GPU of compute capability 9.0 (the kernels are sm_90a
 // code).
 #include <gtest/gtest.h>
@@ -50,7 +51,7 @@ std::string hopper_unavailable() {
 struct Heads {
   std::int64_t qk, v;
 };
-constexpr Heads kEveryHeads[] = {{64, 64}, {128, 128}, {192, 192}, {192, 128}, {256, 256}};
+constexpr Heads kEveryHeads[] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {192, 128}, {256, 256}};
 
 std::string heads_name(const Heads& h) {
   return std::to_string(h.qk) + (h.v != h.qk ? "x" + std::to_string(h.v) : "");
@@ -144,15 +145,16 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                                             ::testing::Bool(), ::testing::Values(1, 2, 3, 4),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
-// Head dims 64, 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the odd shapes, both streams,
-// every version (s4 runs s2's kernel there: ManyBlocksPerCta calls it at these head dims).
+// Head dims 64, 96 (the 64-byte swizzle), 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the
+// odd shapes, both streams, every version (s4 runs s2's kernel there: ManyBlocksPerCta calls it at these head
+// dims).
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
                                                               Shape{1023, 1024}),
                                             ::testing::Bool(), ::testing::Values(1, 2, 3),
-                                            ::testing::Values(Heads{64, 64}, Heads{192, 192}, Heads{192, 128},
-                                                              Heads{256, 256})),
+                                            ::testing::Values(Heads{64, 64}, Heads{96, 96}, Heads{192, 192},
+                                                              Heads{192, 128}, Heads{256, 256})),
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
@@ -230,6 +232,54 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
   }
 }
 
+// Per-batch lengths at every head dim: a batch of full length, one whose keys end two rows into a key tile (its V
+// rows past kv_len are padding inside the tile the kernel loads), one whose queries end one row into a block, one
+// of no keys (O = 0, LSE = −inf) and one of no queries; NaN in every padding row, which no output may see
+// (docs/design.md §2). Lengths on the device and on the host, the host ones also on a non-blocking stream (they
+// are placed in the call's scratch in the stream's order).
+TEST_P(GpuFlashSm90, SequenceLengths) {
+  ATTNLAB_TEST_RNG(rng);
+  for (const Heads heads : kEveryHeads) {
+    Case c = sm90_case(dtype(), heads);
+    c.context = &version_context(version());
+    c.B = 5, c.T = 300, c.S = 517, c.N = 4, c.K = 2;
+    c.q_lens = {300, 129, 64, 37, 0};
+    c.kv_lens = {517, 130, 0, 66, 200};
+    c.nan_padding = true;
+    SCOPED_TRACE("head dims " + heads_name(heads));
+    if (!runs_or_is_refused(c, version())) continue;
+    check_forward(c, rng);
+    c.mask.causal = true;
+    c.mask.align = attnlab::MaskAlign::bottom_right;
+    c.seqlens_on_device = false;
+    check_forward(c, rng);
+    c.stream = nonblocking_stream();
+    c.mask.align = attnlab::MaskAlign::top_left;
+    c.mask.window_left = 50;
+    check_forward(c, rng);
+  }
+}
+
+// Softcap (s = c · tanh(scale · q·k / c)), which every version runs as s1 (flash_sm90_path.cpp): scores spread wide
+// enough that the cap decides the softmax, with and without masks, at head dims 64, 96, 128 and 256.
+TEST_P(GpuFlashSm90, Softcap) {
+  ATTNLAB_TEST_RNG(rng);
+  for (const Heads heads : {Heads{64, 64}, Heads{96, 96}, Heads{128, 128}, Heads{256, 256}}) {
+    Case c = sm90_case(dtype(), heads);
+    c.context = &version_context(version());
+    c.B = 2, c.T = 200, c.S = 333, c.N = 4, c.K = 2;
+    c.softcap = 5.0f;
+    c.input_scale = 2.0;
+    SCOPED_TRACE("head dims " + heads_name(heads));
+    if (!runs_or_is_refused(c, version())) continue;
+    check_forward(c, rng);
+    c.mask.causal = true;
+    c.kv_lens = {333, 150};
+    c.nan_padding = true;
+    check_forward(c, rng);
+  }
+}
+
 // Scales of either sign and zero, with scores large enough that a softmax shifted by the wrong extreme overflows
 // (s2 runs s1 for scale ≤ 0: launch.h). Against the sm_80 family too, which takes its maxima the same way, at its
 // own tile choice (flash_config would name one of its configurations, of which head dim 128 has four).
@@ -258,7 +308,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// Path flash is the family: flash-sm90 where it takes the call, flash-sm80 otherwise (a feature or head dim
+// Path flash is the family: flash-sm90 where it takes the call, flash-sm80 otherwise (a bias, or a head dim
 // flash-sm90 lacks, or a tuning field that names an sm_80 configuration); RunInfo names the member that ran. And
 // auto puts flash-sm90 first where the policy measured it ahead: causal only, head dims 128, T and S ≥ 8192.
 TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
@@ -270,12 +320,17 @@ TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
   c.expect_path = "flash-sm90";
   check_forward(c, rng);
   Case other = c;
-  other.softcap = 20.0f;
+  other.bias = BiasKind::f32;
   other.expect_path = "flash-sm80";
   check_forward(other, rng);
   other = c;
-  other.Hqk = other.Hv = 96;
+  other.Hqk = other.Hv = 32;
   other.expect_path = "flash-sm80";
+  check_forward(other, rng);
+  other = c;
+  other.softcap = 20.0f;
+  other.kv_lens = {250};
+  other.expect_path = "flash-sm90";
   check_forward(other, rng);
   attnlab::Context tuned;
   attnlab::Tuning tuning = tuned.tuning();
@@ -306,8 +361,8 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   Case c = sm90_case(DType::bf16);
   c.B = 1, c.T = 16, c.S = 16, c.N = 2, c.K = 2;
   Case other = c;
-  other.Hqk = other.Hv = 96;
-  expect_forward_refused_on_device(other, "head dims 96/96");
+  other.Hqk = other.Hv = 32;
+  expect_forward_refused_on_device(other, "head dims 32/32");
   other = c;
   other.Hv = 64;
   expect_forward_refused_on_device(other, "head dims 128/64");
@@ -315,11 +370,11 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   other.dtype = DType::f32;
   expect_forward_refused_on_device(other, "f32 inputs unsupported");
   other = c;
-  other.kv_lens = {9};
-  expect_forward_refused_on_device(other, "per-batch sequence lengths");
+  other.bias = BiasKind::f32;
+  expect_forward_refused_on_device(other, "bias and boolean masks");
   other = c;
-  other.softcap = 30.0f;
-  expect_forward_refused_on_device(other, "softcap, bias and boolean masks");
+  other.bias = BiasKind::bool_mask;
+  expect_forward_refused_on_device(other, "bias and boolean masks");
   // A version index past the list (Tuning::flash_config), through why_not in a context tuned that way.
   attnlab::Context tuned;
   attnlab::Tuning tuning = tuned.tuning();

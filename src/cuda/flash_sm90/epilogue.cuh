@@ -1,7 +1,8 @@
 // The end of a block, per consumer warpgroup: O = acc / l rounded to the element type and staged in the
-// warpgroup's own 64 rows of Q's shared memory (same 128-byte swizzle as the TMA box), then written by one TMA
-// store that clips rows past T; LSE = (max + log2 l) · ln 2 straight from the registers of one lane per row. Rows
-// past the query length and rows that saw no key get O = 0 and LSE = −inf (docs/design.md §2: never NaN).
+// warpgroup's own 64 rows of Q's shared memory (same swizzle as the TMA box), then written by one TMA store per
+// column slice that clips rows past T; LSE = (max + log2 l) · ln 2 straight from the registers of one lane per
+// row. Rows past the query length and rows that saw no key get O = 0 and LSE = −inf (docs/design.md §2: never
+// NaN), written as zeros rather than scaled: a padding row's Q may be NaN, and then so is its accumulator.
 #pragma once
 
 #include <cmath>
@@ -14,13 +15,16 @@
 
 namespace attnlab::cuda::sm90 {
 
-// Byte offset of element (row, col) in a swizzled tile of 128-byte rows split in column halves: the 16-byte chunk
-// index within a row is XORed with row % 8 (TMA's SWIZZLE_128B).
+// Byte offset of element (row, col) in a swizzled tile of kRowBytes-byte rows split in column slices, as TMA's
+// SWIZZLE_128B and SWIZZLE_64B lay them out: the 16-byte chunk index within a row is XORed with bits 7 and up of
+// the row's offset (row % 8 for 128-byte rows, (row / 2) % 4 for 64-byte rows).
 template <class Traits>
 __device__ __forceinline__ std::uint32_t swizzled_offset(int row, int col) {
-  const int half = col / 64, byte = (col % 64) * 2;
-  return std::uint32_t(half * Traits::kQHalfBytes + row * Traits::kRowBytes + ((((byte >> 4) ^ (row & 7))) << 4) +
-                       (byte & 15));
+  constexpr int kChunkMask = Traits::kRowBytes / 16 - 1;
+  const int slice = col / Traits::kSliceCols, byte = (col % Traits::kSliceCols) * 2;
+  const int row_offset = row * Traits::kRowBytes;
+  return std::uint32_t(slice * Traits::kQSliceBytes + row_offset +
+                       ((((byte >> 4) ^ ((row_offset >> 7) & kChunkMask))) << 4) + (byte & 15));
 }
 
 // Q's shared memory is free for the CTA's next block once this store has read it: `q_empty` gets this warpgroup's
@@ -45,7 +49,7 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
     for (int j = 0; j < Traits::kORegs / 4; ++j) {
       const int col = 8 * j + 2 * (lane & 3);
       *reinterpret_cast<std::uint32_t*>(smem_generic + swizzled_offset<Traits>(local, col)) =
-          ptx::pack2<Element>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+          seen ? ptx::pack2<Element>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv) : 0u;
     }
     if (p.lse != nullptr && (lane & 3) == 0 && row < p.T)
       p.lse[w.batch * p.lse_stride_b + w.head * p.lse_stride_n + std::int64_t(row) * p.lse_stride_t] =
@@ -56,9 +60,9 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
   ptx::named_barrier_sync(1 + consumer, 128);
   if (warp == 0 && lane == 0) {
 #pragma unroll
-    for (int half = 0; half < Traits::kVHalves; ++half)
-      ptx::tma_store(&kp.o, smem + Traits::kQOffset + half * Traits::kQHalfBytes + local0 * Traits::kRowBytes,
-                     64 * half, w.m0 + local0, w.head, w.batch);
+    for (int slice = 0; slice < Traits::kVSlices; ++slice)
+      ptx::tma_store(&kp.o, smem + Traits::kQOffset + slice * Traits::kQSliceBytes + local0 * Traits::kRowBytes,
+                     Traits::kSliceCols * slice, w.m0 + local0, w.head, w.batch);
     ptx::tma_store_commit();
     ptx::tma_store_wait_read();
     ptx::arrive(q_empty);

@@ -13,7 +13,9 @@
 #include "core/error.h"
 #include "core/path.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/call_scratch.h"
 #include "cuda/common/device.h"
+#include "cuda/common/seqlens.h"
 #include "cuda/flash/make_params.h"
 #include "cuda/flash_sm90/launch.h"
 #include "cuda/flash_sm90/tensor_maps.h"
@@ -30,33 +32,52 @@ class FlashSm90Path final : public core::Path {
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
     return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two consumer warpgroups); bf16/f16 "
-           "forward, head dims 64, 128, 192, 256 and 192/128, causal/window, GQA/MQA, LSE; cc 9.0";
+           "forward, head dims 64, 96, 128, 192, 256 and 192/128, causal/window/lengths/softcap, GQA/MQA, LSE; "
+           "cc 9.0";
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
   std::optional<std::string> why_not(const core::Problem& p) const override { return rules(p); }
-  core::Verdict plan(Context::Impl&, const core::Problem& p) const override { return {rules(p), 0}; }
+  // Scratch: per-batch lengths that must be placed on the device (host tensors, strided ones), 2·B int32.
+  core::Verdict plan(Context::Impl& ctx, const core::Problem& p) const override {
+    if (auto why = rules(p)) return {why, 0};
+    const std::size_t bytes = seqlens_scratch_bytes(p);
+    return {scratch_refusal(ctx, p, bytes, static_cast<cudaStream_t>(ctx.stream)), bytes};
+  }
 
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
-    if (auto why = rules(p)) return why;  // before anything is built or launched
+    if (auto why = rules(p)) return why;  // before anything is built, placed or launched
+    const auto stream = static_cast<cudaStream_t>(ctx.stream);
+    if (p.has_seqlens())
+      if (auto why = scratch_refusal(ctx, p, seqlens_scratch_bytes(p), stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
     const int v = version(p);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
-    ctx.last_workspace_bytes = 0;
-    launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), v, params, p.device_index,
-                   static_cast<cudaStream_t>(ctx.stream));
+    if (p.has_seqlens()) {
+      // Device lengths of unit stride are read in place (no scratch); others are placed in the call's scratch, in
+      // the stream's order (cuda/common/seqlens.h).
+      ScratchLease scratch(ctx, p, seqlens_scratch_bytes(p), stream, kName);
+      const DeviceSeqlens lengths = place_seqlens(p, reinterpret_cast<std::int32_t*>(scratch.data()), stream, kName);
+      params.p.q_seqlens = lengths.q;
+      params.p.kv_seqlens = lengths.kv;
+      launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), v, params, p.device_index, stream);
+    } else {
+      ctx.last_workspace_bytes = 0;
+      launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), v, params, p.device_index, stream);
+    }
     return std::nullopt;
   }
 
  private:
   // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2–s4
   // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
-  // scale (zero, negative) runs s1, which scales first.
+  // scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that
+  // carries the tanh (the others keep their registers and instructions for the plain softmax).
   static int version(const core::Problem& p) {
     const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
-    return v >= 2 && !(p.scale > 0.0f) ? 1 : v;
+    return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
   }
 
   static std::optional<std::string> rules(const core::Problem& p) {
@@ -68,18 +89,17 @@ class FlashSm90Path final : public core::Path {
     if (!has_instance(DType::bf16, 128, 128))
       return std::string("this build has no sm_90a kernels (its CUDA architectures did not include 90a)");
     if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
-      return fmt::format("head dims {}/{} unsupported; it has 64, 128, 192, 256 and 192/128 (other head dims run on "
-                         "path=flash)",
+      return fmt::format("head dims {}/{} unsupported; it has 64, 96, 128, 192, 256 and 192/128 (other head dims "
+                         "run on path=flash)",
                          d.Hqk, d.Hv);
     const DeviceProperties& dev = device_properties(p.device_index);
     if (dev.cc_major != 9 || dev.cc_minor != 0)
       return fmt::format("needs compute capability 9.0 (its kernels are sm_90a code; this GPU is {}.{}): use "
                          "path=flash",
                          dev.cc_major, dev.cc_minor);
-    if (p.softcap > 0.0f || !p.bias.empty() || !p.bool_mask.empty())
-      return std::string("softcap, bias and boolean masks run on path=flash");
-    // Keys past a batch's kv_len may hold NaN, which TMA would load as they are (the sm_80 family zeroes them).
-    if (p.has_seqlens()) return std::string("per-batch sequence lengths run on path=flash");
+    // A bias or boolean mask is a (T, S) tensor read per score: the sm_80 family's per-element path carries it.
+    if (!p.bias.empty() || !p.bool_mask.empty())
+      return std::string("bias and boolean masks run on path=flash-sm80 (path=flash chooses it)");
     if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
     if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
     if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))

@@ -44,8 +44,9 @@ struct Atom;
     using type = GMMA::MMA_64x##N##x16_F32F16F16_RS<GMMA::Major::K, GMMA::Major::MN>;                    \
   };
 // The N of every tile the traits choose (traits.h): key tiles of 64, 112, 128 and 176 keys, value head dims 64,
-// 128, 192 and 256. 112 and 176 are CuTe's "extended" shapes (mma_sm90_gmma_ext.hpp, included directly above).
+// 96, 128, 192 and 256. 112 and 176 are CuTe's "extended" shapes (mma_sm90_gmma_ext.hpp, included directly above).
 ATTNLAB_SM90_GMMA_ATOMS(64)
+ATTNLAB_SM90_GMMA_ATOMS(96)
 ATTNLAB_SM90_GMMA_ATOMS(112)
 ATTNLAB_SM90_GMMA_ATOMS(128)
 ATTNLAB_SM90_GMMA_ATOMS(176)

@@ -7,31 +7,15 @@
 #include <cstdint>
 
 #include "core/mask.h"
+#include "cuda/flash_sm90/block_work.h"
 #include "cuda/flash_sm90/gmma.cuh"
+#include "cuda/flash_sm90/key_padding.cuh"
 #include "cuda/flash_sm90/params.h"
 #include "cuda/flash_sm90/pipeline.cuh"
 #include "cuda/flash_sm90/ptx.cuh"
 #include "cuda/flash_sm90/softmax.cuh"
 
 namespace attnlab::cuda::sm90 {
-
-// Where a block works: its query rows [m0, m0 + kBlockM), head, batch, KV head, and its key tiles.
-struct BlockWork {
-  int m0, head, batch, kv_head;
-  int q_len, kv_len;
-  int tile_begin, tile_end;        // key tiles [tile_begin, tile_end) of kBlockN keys
-  int full_begin, full_end;        // keys every row of the block sees
-  __device__ int tiles() const { return tile_end > tile_begin ? tile_end - tile_begin : 0; }
-};
-
-// Where a block sits in its CTA's sequence: a persistent CTA (s3) runs several blocks through one pipeline, whose
-// slots and phases continue (step0: the pipeline step of this block's first key tile), with Q's barriers in phase
-// q_phase, and one sequence of ping-pong turns. A CTA of one block is {0, 0, true, true}.
-struct BlockSchedule {
-  std::uint32_t step0 = 0;
-  std::uint32_t q_phase = 0;
-  bool first_block = true, last_block = true;
-};
 
 // The producer's loads for one block: K of its first key tile, then Q once Q's shared memory is free (a persistent
 // CTA's previous block staged its output there; a fresh barrier passes at once), then V of that tile and both of
@@ -45,27 +29,27 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
     pipe.producer_acquire_k(step);
     ptx::arrive_expect_bytes(pipe.k_full(slot), Traits::kKBytes);
 #pragma unroll
-    for (int h = 0; h < Traits::kQKHalves; ++h)
-      ptx::tma_load(smem + Traits::kKOffset + slot * Traits::kKBytes + h * Traits::kKVHalfBytes, &kp.k,
-                    pipe.k_full(slot), 64 * h, j * Traits::kBlockN, w.kv_head, w.batch);
+    for (int h = 0; h < Traits::kQKSlices; ++h)
+      ptx::tma_load(smem + Traits::kKOffset + slot * Traits::kKBytes + h * Traits::kKVSliceBytes, &kp.k,
+                    pipe.k_full(slot), Traits::kSliceCols * h, j * Traits::kBlockN, w.kv_head, w.batch);
   };
   auto load_v = [&](int j, std::uint32_t step) {
     const int slot = Pipeline<Traits>::slot(step);
     pipe.producer_acquire_v(step);
     ptx::arrive_expect_bytes(pipe.v_full(slot), Traits::kVBytes);
 #pragma unroll
-    for (int h = 0; h < Traits::kVHalves; ++h)
-      ptx::tma_load(smem + Traits::kVOffset + slot * Traits::kVBytes + h * Traits::kKVHalfBytes, &kp.v,
-                    pipe.v_full(slot), 64 * h, j * Traits::kBlockN, w.kv_head, w.batch);
+    for (int h = 0; h < Traits::kVSlices; ++h)
+      ptx::tma_load(smem + Traits::kVOffset + slot * Traits::kVBytes + h * Traits::kKVSliceBytes, &kp.v,
+                    pipe.v_full(slot), Traits::kSliceCols * h, j * Traits::kBlockN, w.kv_head, w.batch);
   };
   const int tiles = w.tiles();
   if (tiles > 0) load_k(w.tile_begin, at.step0);
   ptx::wait(pipe.q_empty(), at.q_phase ^ 1u);
   ptx::arrive_expect_bytes(pipe.q_full(), Traits::kQBytes);
 #pragma unroll
-  for (int h = 0; h < Traits::kQKHalves; ++h)
-    ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQHalfBytes, &kp.q, pipe.q_full(), 64 * h, w.m0, w.head,
-                  w.batch);
+  for (int h = 0; h < Traits::kQKSlices; ++h)
+    ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQSliceBytes, &kp.q, pipe.q_full(), Traits::kSliceCols * h,
+                  w.m0, w.head, w.batch);
   if (tiles > 0) load_v(w.tile_begin, at.step0);
   for (int i = 1; i < tiles; ++i) {
     load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
@@ -74,23 +58,28 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
 }
 
 // A consumer warpgroup's two GEMMs as wgmma chains, each issued and committed as one group. Q (A, K-major): this
-// warpgroup's 64 rows; key step k reads columns 16k … 16k + 15, which lie in column slice k / 4 at byte 32·(k % 4)
-// of each swizzled row. K (B, K-major) likewise over its kBlockN rows. V (B, MN-major): key step k reads rows
-// 16k … 16k + 15 (2048 bytes further per step), its column slices kKVHalfBytes apart (the leading offset), 8-row
-// groups 1024 bytes apart (the stride offset).
+// warpgroup's 64 rows; head-dim step k reads columns 16k … 16k + 15, which lie in column slice k / kStepsPerRow
+// at byte 32·(k % kStepsPerRow) of each swizzled row (4 steps per 128-byte row, 2 per 64-byte row). K (B, K-major)
+// likewise over its kBlockN rows. V (B, MN-major): key step k reads rows 16k … 16k + 15 (16 rows further per
+// step), its column slices kKVSliceBytes apart (the leading offset), 8-row groups 8 rows apart (the stride
+// offset).
 template <class Traits>
 struct ConsumerMma {
   using Element = typename Traits::Element;
   std::uint32_t q_base;  // this warpgroup's first Q row
 
+  static constexpr int kRowBytes = Traits::kRowBytes;
+  static constexpr int kStepsPerRow = kRowBytes / 32;  // 16-element K steps in one swizzled row
+  static constexpr std::uint32_t kGroupBytes = 8 * kRowBytes;  // one 8-row swizzle pattern
+
   __device__ void issue_qk(float (&s)[Traits::kSRegs], std::uint32_t k_tile) const {
     ptx::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < Traits::kHeadQK / 16; ++k) {
-      const int half = k / 4, within = 32 * (k % 4);
+      const int slice = k / kStepsPerRow, within = 32 * (k % kStepsPerRow);
       gmma::mma_ss<Element, Traits::kBlockN>(
-          s, ptx::make_descriptor(q_base + half * Traits::kQHalfBytes + within, 16, 1024),
-          ptx::make_descriptor(k_tile + half * Traits::kKVHalfBytes + within, 16, 1024), k > 0);
+          s, ptx::make_descriptor<kRowBytes>(q_base + slice * Traits::kQSliceBytes + within, 16, kGroupBytes),
+          ptx::make_descriptor<kRowBytes>(k_tile + slice * Traits::kKVSliceBytes + within, 16, kGroupBytes), k > 0);
     }
     ptx::wgmma_commit();
   }
@@ -102,8 +91,9 @@ struct ConsumerMma {
 #pragma unroll
     for (int k = 0; k < Traits::kBlockN / 16; ++k) {
       const std::uint32_t (&ak)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&a[4 * k]);
-      gmma::mma_rs<Element, Traits::kHeadV>(o, ak, ptx::make_descriptor(v_tile + 2048 * k, Traits::kKVHalfBytes, 1024),
-                                           true);
+      gmma::mma_rs<Element, Traits::kHeadV>(
+          o, ak, ptx::make_descriptor<kRowBytes>(v_tile + 2 * kGroupBytes * k, Traits::kKVSliceBytes, kGroupBytes),
+          true);
     }
     ptx::wgmma_commit();
   }
@@ -115,6 +105,8 @@ struct ConsumerSetup {
   KeySpan visible[2];  // the two rows this thread owns
   ConsumerMma<Traits> mma;
   float scale_log2;
+  // Softcap c > 0 (s1 only, flash_sm90_path.cpp): s = c · tanh(scale · q·k / c), taken as scale / c and c · log2 e.
+  float scale_over_cap, cap_log2;
 };
 
 template <class Traits>
@@ -130,6 +122,8 @@ __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uin
   }
   c.mma.q_base = smem + Traits::kQOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
   c.scale_log2 = p.scale * 1.4426950408889634f;
+  c.scale_over_cap = p.softcap > 0.0f ? p.scale / p.softcap : 0.0f;
+  c.cap_log2 = p.softcap * 1.4426950408889634f;
   return c;
 }
 
@@ -142,10 +136,14 @@ __device__ __forceinline__ std::uint32_t v_tile(std::uint32_t smem, std::uint32_
   return smem + Traits::kVOffset + Pipeline<Traits>::slot(step) * Traits::kVBytes;
 }
 
-// Scale and mask a finished score tile: per element only where the tile is not inside every row's range.
+// Scale (and cap) and mask a finished score tile: per element only where the tile is not inside every row's range.
 template <class Traits>
 __device__ __forceinline__ void prepare_scores(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
                                                const BlockWork& w, int key0, int lane) {
+  if (c.cap_log2 > 0.0f) {  // uniform: the call's softcap
+    OnlineSoftmax::cap_and_mask(s, c.scale_over_cap, c.cap_log2, c.visible, key0, lane);
+    return;
+  }
   if (key0 < w.full_begin || key0 + Traits::kBlockN > w.full_end)
     OnlineSoftmax::scale_and_mask<true>(s, c.scale_log2, c.visible, key0, lane);
   else
@@ -236,6 +234,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
 
   const std::uint32_t last = s0 + std::uint32_t(tiles - 1);
   pipe.wait_v(last);
+  clear_keys_past_length<Traits>(kp.p, w, v_tile<Traits>(smem, last), consumer);
   turns.begin(tiles);
   c.mma.issue_pv(o, a, v_tile<Traits>(smem, last));
   turns.end(tiles);

@@ -11,8 +11,9 @@ namespace attnlab::cuda::sm90 {
 
 struct KernelParams {
   flash::FlashParams p;
-  // 4-D maps over (head dim, sequence, heads, batches), boxes of 64 head-dim columns (128 bytes, the swizzle
-  // width) × 128 rows for Q, K, V and 64 rows for O (one consumer warpgroup's rows).
+  // 4-D maps over (head dim, sequence, heads, batches), boxes of one swizzled row's columns (64 of 128 bytes, or
+  // 32 of 64 bytes at head dim 96: traits.h) × 128 rows for Q, a key tile's rows for K and V and 64 rows for O
+  // (one consumer warpgroup's rows).
   CUtensorMap q, k, v, o;
 };
 

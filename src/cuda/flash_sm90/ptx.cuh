@@ -49,6 +49,11 @@ __device__ __forceinline__ void wait(std::uint32_t bar, std::uint32_t parity) {
       : "memory");
 }
 
+// 16 zero bytes at a 16-byte aligned shared address.
+__device__ __forceinline__ void store_zero_16(std::uint32_t addr) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0u) : "memory");
+}
+
 // ---- TMA -----------------------------------------------------------------------------------------------------
 // Loads the box at coordinates (c0 innermost … c3) of `map` into shared memory at `dst`; its bytes count towards
 // the transaction of `bar`'s current phase. Rows outside the tensor arrive as zeros.
@@ -95,19 +100,24 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 }
 
 // ---- wgmma ---------------------------------------------------------------------------------------------------
-// A shared-memory matrix descriptor for the 128-byte swizzle: start address, leading and stride byte offsets (all
-// in 16-byte units), layout type 1 (SWIZZLE_128B) in bits 62–63. The tiles are 1024-byte aligned, so the base
-// offset (bits 49–51) is 0. In 16-byte units, the layouts the MMA reads are
-//   K-major (rows of a 16-element K slice contiguous):  ((8 rows, m), 2) : ((8, stride), 1), leading unused;
-//   MN-major (MN contiguous, as V is for P·V):          ((8, n), (8 rows of K, k)) : ((1, leading), (8, stride)),
-// where 8 units = 128 bytes = one swizzled row of 64 bf16/f16 elements.
+// A shared-memory matrix descriptor for a swizzled tile of kRowBytes-byte rows: start address, leading and stride
+// byte offsets (all in 16-byte units), the layout type in bits 62–63 (1: SWIZZLE_128B, 2: SWIZZLE_64B). The tiles
+// are 1024-byte aligned, so the base offset (bits 49–51) is 0. The layouts the MMA reads (PTX ISA, "Matrix
+// Descriptor"; a swizzled row is kRowBytes of one row, 8 rows form one swizzle pattern):
+//   K-major (a row's K elements contiguous, as Q and K are): a 16-element K step is 32 bytes of each row, 8-row
+//     groups `stride` = 8 · kRowBytes apart, leading unused;
+//   MN-major (MN contiguous, as V is for P·V): each row of K holds kRowBytes of MN, column slices `leading` bytes
+//     apart, 8-row groups of K `stride` = 8 · kRowBytes apart.
+template <int kRowBytes>
 __device__ __forceinline__ std::uint64_t make_descriptor(std::uint32_t smem, std::uint32_t leading_bytes,
                                                          std::uint32_t stride_bytes) {
+  static_assert(kRowBytes == 128 || kRowBytes == 64, "the 128- and 64-byte swizzles");
+  constexpr std::uint64_t layout_type = kRowBytes == 128 ? 1 : 2;
   std::uint64_t d = 0;
   d |= std::uint64_t((smem >> 4) & 0x3FFF);
   d |= std::uint64_t((leading_bytes >> 4) & 0x3FFF) << 16;
   d |= std::uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
-  d |= std::uint64_t(1) << 62;
+  d |= layout_type << 62;
   return d;
 }
 

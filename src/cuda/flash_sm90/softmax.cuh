@@ -49,6 +49,22 @@ struct OnlineSoftmax {
       }
   }
 
+  // Softcapped scores in log2 units (version s1 with softcap c): c · log2(e) · tanh(s · scale / c), or −inf where
+  // the row does not see the key. Every element takes the mask test: the tanh dominates its cost.
+  template <int kRegs>
+  __device__ static void cap_and_mask(float (&s)[kRegs], float scale_over_cap, float cap_log2,
+                                      const KeySpan (&visible)[2], int key0, int lane) {
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float& x = s[4 * j + e];
+        const int col = key0 + 8 * j + 2 * (lane & 3) + (e & 1);
+        const KeySpan& r = visible[e >> 1];
+        x = (col >= r.begin && col < r.end) ? cap_log2 * tanhf(x * scale_over_cap) : -INFINITY;
+      }
+  }
+
   // Version s2's masking: raw scores stay raw (the scale rides in fold_raw's FFMA); keys a row does not see become
   // −inf. Only for tiles not inside every row's range.
   template <int kRegs>

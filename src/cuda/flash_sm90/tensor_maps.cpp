@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "cuda/flash_sm90/launch.h"  // kBlockM
-#include "cuda/flash_sm90/traits.h"  // key_tile_rows
+#include "cuda/flash_sm90/traits.h"  // key_tile_rows, swizzle_row_bytes
 
 namespace attnlab::cuda::sm90 {
 namespace {
@@ -56,7 +56,8 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return fn;
 }
 
-CUtensorMap encode(const char* name, const TensorView& t, int box_rows) {
+// Boxes of `row_bytes` (one swizzled row: 64 or 32 elements) × `box_rows`, in the swizzle of that width.
+CUtensorMap encode(const char* name, const TensorView& t, int box_rows, int row_bytes) {
   CUtensorMap map;
   const CUtensorMapDataType type =
       t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -64,13 +65,14 @@ CUtensorMap encode(const char* name, const TensorView& t, int box_rows) {
                               cuuint64_t(t.shape[0])};
   const std::array<std::uint64_t, 3> s = byte_strides(t);
   const cuuint64_t strides[3] = {s[0], s[1], s[2]};
-  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t box[4] = {cuuint32_t(row_bytes / 2), cuuint32_t(box_rows), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = encoder();
   if (encode_tiled == nullptr)
     core::fail(ErrorCode::device_error, "flash-sm90: the CUDA driver has no cuTensorMapEncodeTiled (needs CUDA 12+)");
   const CUresult r = encode_tiled(&map, type, 4, t.data, dims, strides, box, element_strides,
-                                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                            CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                            row_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
                                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     core::fail(ErrorCode::internal, "flash-sm90: the driver refused {}'s TMA map (CUresult {})", name, int(r));
@@ -100,11 +102,13 @@ std::optional<std::string> tensor_map_rule(const core::Problem& p) {
 
 void build_tensor_maps(const core::Problem& p, int version, KernelParams& params) {
   // Boxes: a block's 128 query rows, a key tile's rows, a consumer warpgroup's 64 output rows (traits.h).
+  // Each map's boxes are one column slice wide, in the instance's swizzle (traits.h, swizzle_row_bytes).
   const int key_rows = key_tile_rows(int(p.dims.Hqk), version);
-  params.q = encode("q", p.q, kBlockM);
-  params.k = encode("k", p.k, key_rows);
-  params.v = encode("v", p.v, key_rows);
-  params.o = encode("o", p.o, kBlockM / 2);
+  const int row_bytes = swizzle_row_bytes(int(p.dims.Hqk));
+  params.q = encode("q", p.q, kBlockM, row_bytes);
+  params.k = encode("k", p.k, key_rows, row_bytes);
+  params.v = encode("v", p.v, key_rows, row_bytes);
+  params.o = encode("o", p.o, kBlockM / 2, row_bytes);
 }
 
 }  // namespace attnlab::cuda::sm90

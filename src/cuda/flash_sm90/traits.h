@@ -6,6 +6,11 @@
 
 namespace attnlab::cuda::sm90 {
 
+// Bytes of one swizzled shared-memory row: 128 (64 elements, TMA's and wgmma's 128-byte swizzle) wherever the
+// head dims are multiples of 64; 64 (32 elements, the 64-byte swizzle) at head dim 96, whose 192-byte rows split
+// into three slices of 64 bytes. Plain C++: the host side encodes the TMA maps with it.
+constexpr int swizzle_row_bytes(int head_qk) { return head_qk == 96 ? 64 : 128; }
+
 // Keys per K/V tile at a Q·Kᵀ head dim and kernel version: 128, except
 //   at 256, where O takes 128 registers per consumer thread and leaves room for S and P of 64 keys (32 + 16
 //     registers) without spills (FlashAttention-3 uses 80 there; with these loops ptxas spills 20 bytes at 80);
@@ -36,10 +41,10 @@ struct Traits {
   static constexpr int kVersion = kVersionIndex;
   static_assert(kVersion >= 1 && kVersion <= 4, "kernel versions s1, s2, s3, s4");
   static constexpr bool kPersistent = kVersion == 3;
-  static_assert((kHeadQKDim == kHeadVDim &&
-                 (kHeadQKDim == 64 || kHeadQKDim == 128 || kHeadQKDim == 192 || kHeadQKDim == 256)) ||
+  static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
+                                             kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
-                "head dims 64, 128, 192, 256 and 192/128 (Hqk/Hv)");
+                "head dims 64, 96, 128, 192, 256 and 192/128 (Hqk/Hv)");
   // Hv ≤ Hqk: O is staged in Q's shared memory.
   static constexpr int kHeadQK = kHeadQKDim;
   static constexpr int kHeadV = kHeadVDim;
@@ -53,7 +58,7 @@ struct Traits {
   static constexpr int kStages = 2;  // K and V slots each
   // Registers per consumer thread for the S tile, its P operand and the O accumulator (wgmma's 64 × N layout:
   // N / 2 each, P N / 4): 64 + 32 + 64 at head dim 128 (88 + 44 + 64 in s4), 32 + 16 + 128 at 256, 64 + 32 + 32
-  // at 64, 56 + 28 + 96 at 192 (56 + 28 + 64 at 192/128).
+  // at 64, 64 + 32 + 48 at 96, 56 + 28 + 96 at 192 (56 + 28 + 64 at 192/128).
   static constexpr int kSRegs = kBlockN / 2;
   static constexpr int kPRegs = kBlockN / 4;
   static constexpr int kORegs = kHeadV / 2;
@@ -62,17 +67,20 @@ struct Traits {
   static constexpr int kProducerRegisters = 24;
   static constexpr int kConsumerRegisters = 240;
 
-  // Shared memory, every tile 1024-byte aligned (the 128-byte swizzle repeats every 8 rows of 128 bytes). A tile of
-  // R rows × H columns is H / 64 column slices ("halves" at head dim 128) of R rows × 128 bytes (64 elements), one
-  // TMA box each: Q and K have kQKHalves of them, V and O kVHalves.
-  static constexpr int kRowBytes = 128;                     // 64 elements of 2 bytes: one swizzled row
-  static constexpr int kQKHalves = kHeadQK * 2 / kRowBytes;  // 1, 2, 3 or 4 column slices
-  static constexpr int kVHalves = kHeadV * 2 / kRowBytes;
-  static constexpr int kQHalfBytes = kBlockM * kRowBytes;
-  static constexpr int kKVHalfBytes = kBlockN * kRowBytes;
-  static constexpr int kQBytes = kQHalfBytes * kQKHalves;  // 32 KB at head dim 128; O is staged here (Hv ≤ Hqk)
-  static constexpr int kKBytes = kKVHalfBytes * kQKHalves;  // per slot: 32 KB at 128 and 256 (44 KB in s4)
-  static constexpr int kVBytes = kKVHalfBytes * kVHalves;
+  // Shared memory, every tile 1024-byte aligned (a swizzle pattern repeats within 8 rows of at most 128 bytes). A
+  // tile of R rows × H columns is H / kSliceCols column slices of R rows × kRowBytes, one TMA box each: Q and K
+  // have kQKSlices of them, V and O kVSlices (two at head dim 128: 64 columns of 128 bytes each; three of 32
+  // columns of 64 bytes at 96).
+  static constexpr int kRowBytes = swizzle_row_bytes(kHeadQKDim);
+  static constexpr int kSliceCols = kRowBytes / 2;            // elements of 2 bytes in one swizzled row
+  static constexpr int kQKSlices = kHeadQK / kSliceCols;
+  static constexpr int kVSlices = kHeadV / kSliceCols;
+  static_assert(kHeadQK % kSliceCols == 0 && kHeadV % kSliceCols == 0, "head dims are whole slices");
+  static constexpr int kQSliceBytes = kBlockM * kRowBytes;
+  static constexpr int kKVSliceBytes = kBlockN * kRowBytes;
+  static constexpr int kQBytes = kQSliceBytes * kQKSlices;  // 32 KB at head dim 128; O is staged here (Hv ≤ Hqk)
+  static constexpr int kKBytes = kKVSliceBytes * kQKSlices;  // per slot: 32 KB at 128 and 256 (44 KB in s4)
+  static constexpr int kVBytes = kKVSliceBytes * kVSlices;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
@@ -82,7 +90,7 @@ struct Traits {
   static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarriers;
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
-  static_assert(kKVHalfBytes % 1024 == 0, "key tiles of a multiple of 8 rows keep every tile 1024-byte aligned");
+  static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
   static_assert(kSmemAllocation <= 232448, "an sm_90 block may opt in to 227 KB of shared memory");
 };
 

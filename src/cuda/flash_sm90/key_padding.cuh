@@ -1,0 +1,43 @@
+// Keys past a batch's length (per-batch sequence lengths, docs/design.md §2): the caller's K and V rows in
+// [kv_len, S) are padding and may hold anything, NaN included, yet TMA loads a key tile whole. For K that is
+// harmless: those keys' scores are masked to −inf before the softmax reads them. For V it is not: P·V multiplies
+// each V row by its probability, and 0 · NaN = NaN. So before the P·V of the one tile that straddles kv_len (a
+// block's last: its key range ends at or before kv_len), consumer warpgroup 0 zeroes those rows in shared memory,
+// and both consumer warpgroups meet on a barrier before either issues that MMA.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/flash/flash_params.h"
+#include "cuda/flash_sm90/block_work.h"
+#include "cuda/flash_sm90/ptx.cuh"
+
+namespace attnlab::cuda::sm90 {
+
+// Hardware barrier of the two consumer warpgroups here (1 and 2 are the epilogue's, 3 and 4 the ping-pong's).
+constexpr int kKeyPaddingBarrier = 5;
+
+// `v_tile`: the shared-memory V slot of the block's last key tile, whose bytes have landed. Uniform over the CTA:
+// every consumer thread calls it, and all of them return without a barrier when the tile has no padding row.
+template <class Traits>
+__device__ __forceinline__ void clear_keys_past_length(const flash::FlashParams& p, const BlockWork& w,
+                                                       std::uint32_t v_tile, int consumer) {
+  const int key0 = (w.tile_end - 1) * Traits::kBlockN;
+  const int first = w.kv_len - key0;                // first padding row of the tile
+  const int end = min(Traits::kBlockN, p.S - key0);  // rows from S on arrived as zeros (TMA's out-of-bounds fill)
+  if (first >= end) return;
+  if (consumer == 0) {
+    // Within a column slice the rows [first, end) are contiguous: zero them 16 bytes per thread and step.
+    constexpr int kChunksPerRow = Traits::kRowBytes / 16;
+    const int per_slice = (end - first) * kChunksPerRow;
+    for (int i = int(threadIdx.x) % 128; i < per_slice * Traits::kVSlices; i += 128) {
+      const int slice = i / per_slice, chunk = i % per_slice;
+      ptx::store_zero_16(v_tile + std::uint32_t(slice * Traits::kKVSliceBytes + first * Traits::kRowBytes + 16 * chunk));
+    }
+    // The zeros must be visible to the tensor cores' (async-proxy) reads of the slot.
+    ptx::fence_proxy_async();
+  }
+  ptx::named_barrier_sync(kKeyPaddingBarrier, 256);
+}
+
+}  // namespace attnlab::cuda::sm90
