@@ -93,6 +93,24 @@ TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   }
 }
 
+// Head dim 96, where cudnn is slowest of its head dims: flash-sm90 first without a mask and causal, T and S ≥ 2048,
+// on cc 9.0 alone; a window, lengths, a shorter sequence or another GPU keep cudnn first.
+TEST(DispatchPolicy, HeadDim96OnHopperPrefersFlashSm90) {
+  CallTraits t = gpu(Direction::forward, DType::bf16, kLarge, 90);
+  t.T = t.S = 2048, t.Hqk = t.Hv = 96, t.unmasked = true;
+  EXPECT_EQ(order_for(t), (std::vector<std::string>{"flash-sm90", "cudnn", "flash", "cuda-naive"}));
+  CallTraits causal = t;
+  causal.unmasked = false, causal.causal_only = true;
+  EXPECT_EQ(order_for(causal).front(), "flash-sm90");
+  for (auto change : {+[](CallTraits& c) { c.unmasked = false; }, +[](CallTraits& c) { c.T = 1024; },
+                      +[](CallTraits& c) { c.S = 1024; }, +[](CallTraits& c) { c.Hv = 64; },
+                      +[](CallTraits& c) { c.cc = 89; }, +[](CallTraits& c) { c.cc = 100; }}) {
+    CallTraits other = t;
+    change(other);
+    EXPECT_EQ(order_for(other).front(), "cudnn") << attnlab::core::policy_row(other).applies;
+  }
+}
+
 TEST(DispatchPolicy, F32AndBackward) {
   EXPECT_EQ(order_for(gpu(Direction::forward, DType::f32, kLarge, 90)),
             (std::vector<std::string>{"flash", "cuda-naive"}));

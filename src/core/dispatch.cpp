@@ -34,6 +34,8 @@ CallTraits call_traits(const Problem& p) {
   t.T = d.T, t.S = d.S, t.Hqk = d.Hqk, t.Hv = d.Hv;
   t.causal_only = p.mask.causal && p.mask.window_left < 0 && p.softcap <= 0.0f && p.bias.empty() &&
                   p.bool_mask.empty() && !p.has_seqlens();
+  t.unmasked = !p.mask.causal && p.mask.window_left < 0 && p.mask.window_right < 0 && p.softcap <= 0.0f &&
+               p.bias.empty() && p.bool_mask.empty() && !p.has_seqlens();
   return t;
 }
 

@@ -41,12 +41,23 @@ const PolicyRow kRows[] = {
      "at head dim 256 (1.04–1.06×); 627 / 628 against 559 / 587 at 192 (1.07–1.12×); 608 / 631 against 506 / 562 "
      "at 192/128 (1.12–1.20×); at head dim 64 cudnn leads (0.87–0.91×). flash-sm90 is named, not flash, so that a "
      "call it refuses goes to cudnn rather than to flash-sm80"},
+    {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, head dim 96, no mask or causal only, T and "
+     "S ≥ 2048",
+     [](const CallTraits& t) {
+       return t.direction == Direction::forward && half(t.dtype) && t.cc == 90 && t.Hqk == 96 && t.Hv == 96 &&
+              (t.unmasked || t.causal_only) && t.T >= 2048 && t.S >= 2048;
+     },
+     {"flash-sm90", "cudnn", "flash", "cuda-naive"},
+     "H200, one run (docs/results/h200/sm90-h96.jsonl; N = 20, B·T = 16k): flash-sm90 476 / 529 / 538 TFLOP/s "
+     "against cudnn's 440 / 468 / 473 at T = 2k / 8k / 16k (1.08–1.14×), causal 397 / 495 / 514 against 372 / 415 "
+     "/ 447 (1.07–1.19×). flash-sm90 is named, not flash, so that a call it refuses goes to cudnn"},
     {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.x",
      [](const CallTraits& t) { return t.direction == Direction::forward && half(t.dtype) && t.cc / 10 == 9; },
      {"cudnn", "flash", "cuda-naive"},
      "H200: cudnn 445–655 TFLOP/s on every forward shape of docs/design.md §5; flash-sm80 at most 383, flash-sm90 "
      "0.77–1.01× cudnn without a mask (head dims 64, 128, 256; 0.88–1.04× at 192 and 192/128) and 0.83–1.03× "
-     "causal below T = 8k (docs/results/h200/sm90-s3-s2.jsonl, sm90-s3-causal-s2.jsonl, sm90-h192.jsonl)"},
+     "causal below T = 8k (docs/results/h200/sm90-s3-s2.jsonl, sm90-s3-causal-s2.jsonl, sm90-h192.jsonl); head "
+     "dim 96 below T = 2048 and with windows or other masks not measured"},
     {"GPU forward, f16/bf16, above 2^30 FLOPs, other compute capabilities",
      [](const CallTraits& t) { return t.direction == Direction::forward && half(t.dtype); },
      {"cudnn", "flash", "cuda-naive"},

@@ -22,6 +22,7 @@ struct CallTraits {
   // The shape and mask, for rows measured on one kind of call only.
   std::int64_t T = 0, S = 0, Hqk = 0, Hv = 0;
   bool causal_only = false;  // a causal mask and nothing else: no window, softcap, bias, boolean mask or lengths
+  bool unmasked = false;     // no mask and no modifier at all: none of the above, and not causal
 };
 
 CallTraits call_traits(const Problem& problem);  // defined in dispatch.cpp

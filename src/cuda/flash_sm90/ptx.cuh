@@ -149,6 +149,15 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+// tanh(x) = 1 − 2 / (e^(2x) + 1) from one MUFU.EX2 and one MUFU.RCP (ex2.approx and __fdividef: errors of a few
+// 2^−23 absolute), against tanhf's polynomial and division (about twenty instructions). tanh.approx.f32 (one
+// MUFU.TANH, relative error 2^−11) is cheaper still but was measured too coarse: with softcap 5 its LSE missed
+// docs/design.md §2's criterion by 3× (docs/perf-notes-flash-sm90.md). Large |x| saturates to ±1 (e^(2x) = inf or 0).
+__device__ __forceinline__ float tanh_fast(float x) {
+  const float e = exp2_ftz(x * 2.8853900817779268f);  // e^(2x): 2 · log2(e) · x
+  return 1.0f - __fdividef(2.0f, e + 1.0f);
+}
+
 // Two f32 values as one register of two 16-bit elements (the first in the low half).
 template <class Element>
 __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {

@@ -50,7 +50,7 @@ struct OnlineSoftmax {
   }
 
   // Softcapped scores in log2 units (version s1 with softcap c): c · log2(e) · tanh(s · scale / c), or −inf where
-  // the row does not see the key. Every element takes the mask test: the tanh dominates its cost.
+  // the row does not see the key. Every element takes the mask test; the tanh is two MUFU (ptx.cuh, tanh_fast).
   template <int kRegs>
   __device__ static void cap_and_mask(float (&s)[kRegs], float scale_over_cap, float cap_log2,
                                       const KeySpan (&visible)[2], int key0, int lane) {
@@ -61,7 +61,7 @@ struct OnlineSoftmax {
         float& x = s[4 * j + e];
         const int col = key0 + 8 * j + 2 * (lane & 3) + (e & 1);
         const KeySpan& r = visible[e >> 1];
-        x = (col >= r.begin && col < r.end) ? cap_log2 * tanhf(x * scale_over_cap) : -INFINITY;
+        x = (col >= r.begin && col < r.end) ? cap_log2 * ptx::tanh_fast(x * scale_over_cap) : -INFINITY;
       }
   }
 
