@@ -3,7 +3,7 @@
 #   find_package(attnlab 0.3 REQUIRED)
 #   target_link_libraries(app PRIVATE attnlab::attnlab)
 #
-# Layout under the prefix: lib/libattnlab.so*, include/attnlab/{attention.h,attnlab.h,fp8.h,version.h}, bin/attnlab
+# Layout under the prefix: lib/libattnlab.so*, include/attnlab/{attention.h,attnlab.h,fp8.h,serving.h,version.h}, bin/attnlab
 # (the CLI, when built) and lib/cmake/attnlab/ (the package files). lib is the platform's CMAKE_INSTALL_LIBDIR.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -33,6 +33,7 @@ install(FILES
     ${PROJECT_SOURCE_DIR}/include/attnlab/attention.h
     ${PROJECT_SOURCE_DIR}/include/attnlab/attnlab.h
     ${PROJECT_SOURCE_DIR}/include/attnlab/fp8.h
+    ${PROJECT_SOURCE_DIR}/include/attnlab/serving.h
     ${PROJECT_BINARY_DIR}/include/attnlab/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnlab COMPONENT attnlab_dev)
 

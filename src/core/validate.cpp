@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor_checks.h"
 #include "core/validate_fp8.h"
 
 namespace attnlab::core {
@@ -17,109 +18,6 @@ namespace {
 
 bool is_float_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
 bool is_attention_dtype(DType d) { return is_float_dtype(d) || d == DType::e4m3 || d == DType::e5m2; }
-
-// Byte range [begin, end) a view can touch; computed with overflow checks.
-struct ByteRange {
-  std::uintptr_t begin = 0;
-  std::uintptr_t end = 0;
-};
-
-std::int64_t checked_mul(std::int64_t a, std::int64_t b, const char* name) {
-  std::int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) invalid("{}: size arithmetic overflows 64 bits", name);
-  return r;
-}
-std::int64_t checked_add(std::int64_t a, std::int64_t b, const char* name) {
-  std::int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) invalid("{}: size arithmetic overflows 64 bits", name);
-  return r;
-}
-
-// Generic checks for one tensor argument: rank, pointer, positive extents, strides, alignment, size arithmetic.
-ByteRange check_tensor(const char* name, const TensorView& t, int rank, const char* layout) {
-  if (t.rank != rank) invalid("{} must have rank {} {}, got rank {}", name, rank, layout, t.rank);
-  if (t.data == nullptr) invalid("{}.data is null", name);
-  for (int d = 0; d < rank; ++d) {
-    if (t.shape[d] < 1) invalid("{}.shape[{}] must be ≥ 1 {}, got {}", name, d, layout, t.shape[d]);
-    if (t.strides[d] < 0) invalid("{}.strides[{}] must be ≥ 0, got {}", name, d, t.strides[d]);
-  }
-  if (t.strides[rank - 1] != 1 && t.shape[rank - 1] > 1)
-    invalid("{}: the last dimension must be contiguous (stride 1), got stride {}", name, t.strides[rank - 1]);
-  const std::size_t elem = size_of(t.dtype);
-  if (elem == 0) invalid("{}: unknown dtype", name);
-  if (reinterpret_cast<std::uintptr_t>(t.data) % elem != 0)
-    invalid("{}.data is not aligned to its element size ({} bytes)", name, elem);
-  std::int64_t last = 0;  // largest element offset
-  for (int d = 0; d < rank; ++d) last = checked_add(last, checked_mul(t.shape[d] - 1, t.strides[d], name), name);
-  const std::int64_t bytes = checked_mul(checked_add(last, 1, name), std::int64_t(elem), name);
-  const auto begin = reinterpret_cast<std::uintptr_t>(t.data);
-  if (begin + std::uintptr_t(bytes) < begin) invalid("{}: the tensor's address range wraps around", name);
-  return {begin, begin + std::uintptr_t(bytes)};
-}
-
-// An output must not have two indices sharing one element (e.g. a zero stride on a dimension of size > 1).
-// Runs on every call, so without heap allocations (like the range lists below): the host's cost per call is part
-// of a small call's time.
-void check_no_self_overlap(const char* name, const TensorView& t) {
-  std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims;  // (stride, extent)
-  int n = 0;
-  for (int d = 0; d < t.rank; ++d)
-    if (t.shape[d] > 1) dims[std::size_t(n++)] = {t.strides[d], t.shape[d]};
-  std::sort(dims.begin(), dims.begin() + n);
-  std::int64_t reach = 0;  // largest offset reachable by the smaller-stride dimensions
-  for (int i = 0; i < n; ++i) {
-    const auto [stride, extent] = dims[std::size_t(i)];
-    if (stride <= reach) invalid("{}: output strides make distinct elements share memory", name);
-    reach += stride * (extent - 1);
-  }
-}
-
-struct NamedRange {
-  const char* name;
-  ByteRange range;
-  Device device;
-};
-
-// The inputs or the outputs of one call: at most q, k, v, o, d_o, lse, the two length tensors and a bias or mask.
-class RangeList {
- public:
-  RangeList() = default;
-  RangeList(std::initializer_list<NamedRange> ranges) {
-    for (const NamedRange& r : ranges) push_back(r);
-  }
-  void push_back(const NamedRange& r) {
-    if (size_ == items_.size()) fail(ErrorCode::internal, "validate: more than {} tensors in a call", items_.size());
-    items_[size_++] = r;
-  }
-  const NamedRange* begin() const { return items_.data(); }
-  const NamedRange* end() const { return items_.data() + size_; }
-  std::size_t size() const { return size_; }
-  const NamedRange& operator[](std::size_t i) const { return items_[i]; }
-
- private:
-  std::array<NamedRange, 10> items_{};
-  std::size_t size_ = 0;
-};
-
-bool intersects(const ByteRange& a, const ByteRange& b) { return a.begin < b.end && b.begin < a.end; }
-
-// Outputs must not overlap inputs or each other: a path may write an output before it has read every input.
-void check_no_aliasing(const RangeList& inputs, const RangeList& outputs) {
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    for (const auto& in : inputs)
-      if (in.device == outputs[i].device && intersects(in.range, outputs[i].range))
-        invalid("{} overlaps {} in memory: outputs must not alias inputs", outputs[i].name, in.name);
-    for (std::size_t j = i + 1; j < outputs.size(); ++j)
-      if (intersects(outputs[i].range, outputs[j].range))
-        invalid("{} overlaps {} in memory: outputs must not alias each other", outputs[i].name, outputs[j].name);
-  }
-}
-
-void check_same_place(const char* name, const TensorView& t, const TensorView& q) {
-  if (t.device != q.device || (t.device == Device::cuda && t.device_index != q.device_index))
-    invalid("{} is on {}:{} but q is on {}:{}: all tensors of a call must be on one device", name,
-            to_string(t.device), t.device_index, to_string(q.device), q.device_index);
-}
 
 ByteRange check_seqlens(const char* name, const TensorView& t, const TensorView& q, std::int64_t B,
                         std::int64_t max_len, const char* max_name) {
