@@ -146,7 +146,9 @@ TEST(DispatchPolicy, EveryRowNamesKnownPathsAndCitesEvidence) {
     for (const std::string& name : order_for(t)) {
       EXPECT_TRUE(known.count(name)) << row.applies << ": unknown path " << name;
       // The CPU-only build has no CUDA paths; dispatch skips names it does not have.
-      if (t.device == Device::cpu) EXPECT_TRUE(built.count(name)) << name;
+      if (t.device == Device::cpu) {
+        EXPECT_TRUE(built.count(name)) << name;
+      }
     }
   }
 }
