@@ -23,7 +23,8 @@
  *
  * ABI compatibility. A program compiled against one attnlab.h keeps working with every later library:
  *   - The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args, attnlab_fp8_forward_scales,
- *     attnlab_fp8_backward_scales, attnlab_delayed_scaling_recipe) begin with struct_size,
+ *     attnlab_fp8_backward_scales, attnlab_delayed_scaling_recipe, attnlab_paged_kv, attnlab_varlen_forward_args,
+ *     attnlab_append_kv_args) begin with struct_size,
  *     which their init function sets to the struct's size as the caller's header declares it. Initialise them
  *     with the init functions, then set fields; never with = {0} or memset alone. From an FFI without the inline
  *     init functions, call attnlab_*_init_sized(&s, sizeof s) with the size of the caller's own declaration.
@@ -44,6 +45,7 @@
  *   ABI 3  attnlab_forward_args, attnlab_backward_args: + fp8 [488, 840];
  *          new: attnlab_fp8_forward_scales [72], attnlab_fp8_backward_scales [136],
  *          attnlab_delayed_scaling_recipe [32].
+ *   ABI 4  new: attnlab_paged_kv [360], attnlab_varlen_forward_args [680], attnlab_append_kv_args [544] (serving).
  */
 #ifndef ATTNLAB_ATTNLAB_H
 #define ATTNLAB_ATTNLAB_H
@@ -100,7 +102,7 @@ typedef struct attnlab_tensor {
 
 /* The ABI of this header: the newest struct layouts it declares. attnlab_abi_version() says the library's; a
  * library serves every caller whose header's ABI version is at most its own. */
-#define ATTNLAB_ABI_VERSION 3
+#define ATTNLAB_ABI_VERSION 4
 
 /* FP8 scaling of one call (attention.h's Fp8ForwardScales / Fp8BackwardScales): each pointer is one float in the
  * memory of the call's device, read and written by the call's work on the context's stream only. "descale" = 1 /
@@ -335,6 +337,67 @@ ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_backward_scales(const attnl
 ATTNLAB_C_API attnlab_status attnlab_delayed_scaling_read(attnlab_context* ctx, const attnlab_delayed_scaling* recipe,
                                                           int32_t tensor, float* scale, float* scale_inv,
                                                           float* amax_history, size_t history_capacity);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Serving (ABI 4): packed variable-length batches, paged KV caches, appends (attnlab/serving.h and docs/serving.md
+ * have the semantics; the fields mirror the C++ structs). Versioned: initialise with the init functions.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct attnlab_paged_kv {
+  size_t struct_size;          /* set by attnlab_paged_kv_init */
+  attnlab_tensor k_cache;      /* (pages, page_size, K, Hqk) */
+  attnlab_tensor v_cache;      /* (pages, page_size, K, Hv) */
+  attnlab_tensor block_table;  /* (B, pages per sequence) i32 */
+  attnlab_tensor seqlens;      /* (B) i32: keys of each sequence in the cache */
+  /* end of ABI 4 */
+} attnlab_paged_kv;
+
+typedef struct attnlab_varlen_forward_args {
+  size_t struct_size;          /* set by attnlab_varlen_forward_args_init */
+  attnlab_tensor q;            /* (total_q, N, Hqk) */
+  attnlab_tensor cu_seqlens_q; /* (B + 1) i32 */
+  int64_t max_seqlen_q;
+  attnlab_tensor k, v;         /* packed keys (total_k, K, H), or absent with paged */
+  attnlab_tensor cu_seqlens_k; /* (B + 1) i32, or absent with paged */
+  int64_t max_seqlen_k;
+  const attnlab_paged_kv* paged; /* NULL: packed keys; read during the call only */
+  attnlab_tensor o;            /* (total_q, N, Hv) */
+  attnlab_tensor lse;          /* optional (N, total_q) f32 */
+  const attnlab_options* options; /* NULL: the defaults; seqlens, bias and bool_mask must be absent */
+  int32_t has_workspace;       /* as in attnlab_forward_args */
+  void* workspace;
+  size_t workspace_bytes;
+  /* end of ABI 4 */
+} attnlab_varlen_forward_args;
+
+typedef struct attnlab_append_kv_args {
+  size_t struct_size;            /* set by attnlab_append_kv_args_init */
+  attnlab_tensor k_new, v_new;   /* (B, T_new, K, H), or packed (total_new, K, H) with cu_seqlens_new */
+  attnlab_tensor cu_seqlens_new; /* optional (B + 1) i32 */
+  attnlab_tensor k_cache, v_cache; /* contiguous (B, S_max, K, H), or absent with paged */
+  attnlab_tensor seqlens;        /* (B) i32, or absent with paged */
+  const attnlab_paged_kv* paged; /* NULL: the contiguous cache above */
+  /* end of ABI 4 */
+} attnlab_append_kv_args;
+
+ATTNLAB_C_API attnlab_status attnlab_paged_kv_init_sized(attnlab_paged_kv* cache, size_t struct_size);
+ATTNLAB_C_API attnlab_status attnlab_varlen_forward_args_init_sized(attnlab_varlen_forward_args* args,
+                                                                    size_t struct_size);
+ATTNLAB_C_API attnlab_status attnlab_append_kv_args_init_sized(attnlab_append_kv_args* args, size_t struct_size);
+static inline attnlab_status attnlab_paged_kv_init(attnlab_paged_kv* cache) {
+  return attnlab_paged_kv_init_sized(cache, sizeof *cache);
+}
+static inline attnlab_status attnlab_varlen_forward_args_init(attnlab_varlen_forward_args* args) {
+  return attnlab_varlen_forward_args_init_sized(args, sizeof *args);
+}
+static inline attnlab_status attnlab_append_kv_args_init(attnlab_append_kv_args* args) {
+  return attnlab_append_kv_args_init_sized(args, sizeof *args);
+}
+
+/* Attention over a packed or paged batch (attnlab::forward(ctx, VarlenForwardArgs)); path_ran as attnlab_forward. */
+ATTNLAB_C_API attnlab_status attnlab_varlen_forward(attnlab_context* ctx, const attnlab_varlen_forward_args* args,
+                                                    char* path_ran, size_t path_ran_size);
+/* New rows into a cache at each sequence's end (attnlab::append_kv); the caller advances the lengths. */
+ATTNLAB_C_API attnlab_status attnlab_append_kv(attnlab_context* ctx, const attnlab_append_kv_args* args);
 
 /* Paths compiled in: count, and each one's name, device and availability (reason when unavailable). */
 ATTNLAB_C_API int32_t attnlab_path_count(void);

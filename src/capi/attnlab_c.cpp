@@ -17,7 +17,9 @@
 #include "attnlab/attention.h"
 #include "attnlab/fp8.h"
 #include "attnlab/version.h"
+#include "attnlab/serving.h"
 #include "capi/convert.h"
+#include "capi/convert_serving.h"
 #include "core/error.h"
 
 // The C enums are the C++ enums' values; the conversions below rely on it.
@@ -216,6 +218,37 @@ attnlab_status attnlab_delayed_scaling_recipe_init_sized(attnlab_delayed_scaling
 }
 
 int32_t attnlab_abi_version(void) { return ATTNLAB_ABI_VERSION; }
+
+attnlab_status attnlab_paged_kv_init_sized(attnlab_paged_kv* cache, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(cache, struct_size, "attnlab_paged_kv_init_sized: "); });
+}
+
+attnlab_status attnlab_varlen_forward_args_init_sized(attnlab_varlen_forward_args* args, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(args, struct_size, "attnlab_varlen_forward_args_init_sized: "); });
+}
+
+attnlab_status attnlab_append_kv_args_init_sized(attnlab_append_kv_args* args, size_t struct_size) {
+  return guarded([&] { attnlab::capi::init_sized(args, struct_size, "attnlab_append_kv_args_init_sized: "); });
+}
+
+attnlab_status attnlab_varlen_forward(attnlab_context* ctx, const attnlab_varlen_forward_args* args, char* path_ran,
+                                      size_t path_ran_size) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_varlen_forward", "ctx");
+    if (args == nullptr) null_argument("attnlab_varlen_forward", "args");
+    const attnlab::VarlenForwardArgs cxx_args = attnlab::capi::to_cxx(args, "attnlab_varlen_forward");
+    const attnlab::RunInfo info = attnlab::forward(ctx->cxx, cxx_args);
+    copy_path_name(info.path, path_ran, path_ran_size);
+  });
+}
+
+attnlab_status attnlab_append_kv(attnlab_context* ctx, const attnlab_append_kv_args* args) {
+  return guarded([&] {
+    if (ctx == nullptr) null_argument("attnlab_append_kv", "ctx");
+    if (args == nullptr) null_argument("attnlab_append_kv", "args");
+    attnlab::append_kv(ctx->cxx, attnlab::capi::to_cxx(args, "attnlab_append_kv"));
+  });
+}
 
 attnlab_status attnlab_forward(attnlab_context* ctx, const attnlab_forward_args* args, char* path_ran,
                                size_t path_ran_size) {

@@ -5,7 +5,7 @@
 // pointers, dtype combinations) is left to the core's validation, which checks C and C++ callers alike.
 //
 // The versioned structs (attnlab_options, attnlab_forward_args, attnlab_backward_args, attnlab_fp8_forward_scales,
-// attnlab_fp8_backward_scales, attnlab_delayed_scaling_recipe) arrive with the struct_size the caller compiled them
+// attnlab_fp8_backward_scales, attnlab_delayed_scaling_recipe; the serving ones in convert_serving.h) arrive with the struct_size the caller compiled them
 // with. Layouts<S> is the one table of the sizes this library accepts; accept() copies the
 // caller's prefix into a default-initialised current struct, so the fields an older caller lacks get their defaults.
 #pragma once
@@ -129,8 +129,8 @@ static_assert(std::max({Layouts<attnlab_options>::known.back().abi, Layouts<attn
                         Layouts<attnlab_backward_args>::known.back().abi,
                         Layouts<attnlab_fp8_forward_scales>::known.back().abi,
                         Layouts<attnlab_fp8_backward_scales>::known.back().abi,
-                        Layouts<attnlab_delayed_scaling_recipe>::known.back().abi}) == ATTNLAB_ABI_VERSION,
-              "ATTNLAB_ABI_VERSION must be the version of the newest layout");
+                        Layouts<attnlab_delayed_scaling_recipe>::known.back().abi}) <= ATTNLAB_ABI_VERSION,
+              "no layout newer than ATTNLAB_ABI_VERSION (the newest, ABI 4, is the serving structs': convert_serving.h)");
 #if defined(__x86_64__)
 // Released layouts are frozen: a field inserted into or changed inside one changes its size here.
 static_assert(Layouts<attnlab_options>::known[0].size == 408, "attnlab_options' ABI 1 layout changed");
