@@ -15,13 +15,6 @@
 namespace attnlab_test {
 namespace {
 
-HostTensor ints(const std::vector<std::int32_t>& values, std::int64_t cols = 0) {
-  const std::int64_t rows = cols ? std::int64_t(values.size()) / cols : std::int64_t(values.size());
-  HostTensor t = cols ? HostTensor(DType::i32, {rows, cols}) : HostTensor(DType::i32, {rows});
-  for (std::size_t i = 0; i < values.size(); ++i) t.set(std::int64_t(i), values[i]);
-  return t;
-}
-
 struct CContext {
   attnlab_context* ctx = nullptr;
   CContext() { EXPECT_EQ(attnlab_context_create(&ctx), ATTNLAB_OK); }
@@ -51,7 +44,7 @@ TEST(CApiServing, VarlenForwardEqualsCpp) {
   const std::int64_t N = 4, K = 2, H = 32;
   HostTensor q(DType::bf16, {12, N, H}), k(DType::bf16, {20, K, H}), v(DType::bf16, {20, K, H});
   q.fill_random(rng), k.fill_random(rng), v.fill_random(rng);
-  HostTensor cu_q = ints({0, 5, 12}), cu_k = ints({0, 9, 20});
+  HostTensor cu_q = int_tensor({0, 5, 12}), cu_k = int_tensor({0, 9, 20});
   // The same keys in a paged cache of 8-key pages: sequence 0 on pages 3, 0; sequence 1 on pages 1, 4.
   HostTensor kc(DType::bf16, {5, 8, K, H}), vc(DType::bf16, {5, 8, K, H});
   kc.poison(), vc.poison();
@@ -64,7 +57,7 @@ TEST(CApiServing, VarlenForwardEqualsCpp) {
         const std::int64_t dst = (pages[std::size_t(b)][std::size_t(j / 8)] * 8 + j % 8) * K * H + x;
         kc.set(dst, k.get(src)), vc.set(dst, v.get(src));
       }
-  HostTensor table = ints({3, 0, 1, 4}, 2), lens = ints({9, 11});
+  HostTensor table = int_tensor({3, 0, 1, 4}, 2), lens = int_tensor({9, 11});
   for (const bool paged : {false, true}) {
     SCOPED_TRACE(paged ? "paged" : "packed");
     HostTensor o_cxx(DType::bf16, {12, N, H}), o_c(DType::bf16, {12, N, H});
@@ -108,7 +101,7 @@ TEST(CApiServing, VarlenForwardEqualsCpp) {
     EXPECT_TRUE(all_equal("LSE", lse_c.values(), lse_cxx.values()));
   }
   // Bad input: a status and the C++ message.
-  HostTensor bad = ints({0, 13, 12});
+  HostTensor bad = int_tensor({0, 13, 12});
   attnlab_varlen_forward_args a;
   attnlab_varlen_forward_args_init(&a);
   HostTensor o(DType::bf16, {12, N, H});
@@ -128,7 +121,7 @@ TEST(CApiServing, AppendKVWritesWhatCppWrites) {
   HostTensor kc_cxx(DType::f16, {2, 10, 1, 16}), vc_cxx(DType::f16, {2, 10, 1, 16});
   kc_cxx.poison(), vc_cxx.poison();
   HostTensor kc_c = kc_cxx, vc_c = vc_cxx;
-  HostTensor lens = ints({2, 7});
+  HostTensor lens = int_tensor({2, 7});
   attnlab::AppendKVArgs cxx;
   cxx.k_new = k_new.view(), cxx.v_new = v_new.view();
   cxx.k_cache = kc_cxx.view(), cxx.v_cache = vc_cxx.view(), cxx.seqlens = lens.view();

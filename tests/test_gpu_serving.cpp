@@ -20,13 +20,6 @@
 namespace attnlab_test {
 namespace {
 
-HostTensor ints(const std::vector<std::int32_t>& values, std::int64_t cols = 0) {
-  const std::int64_t rows = cols ? std::int64_t(values.size()) / cols : std::int64_t(values.size());
-  HostTensor t = cols ? HostTensor(DType::i32, {rows, cols}) : HostTensor(DType::i32, {rows});
-  for (std::size_t i = 0; i < values.size(); ++i) t.set(std::int64_t(i), values[i]);
-  return t;
-}
-
 struct AppendCase {
   bool paged = false, packed = false;
   HostTensor k_cache, v_cache, k_new, v_new, lens, table, cu;
@@ -36,16 +29,16 @@ struct AppendCase {
     if (paged) {
       k_cache = HostTensor(DType::bf16, {6, 16, K, Hqk});
       v_cache = HostTensor(DType::bf16, {6, 16, K, Hv});
-      table = ints({4, 1, 0, 5, 2, 3}, 3);  // two sequences, three pages each, out of order
+      table = int_tensor({4, 1, 0, 5, 2, 3}, 3);  // two sequences, three pages each, out of order
     } else {
       k_cache = HostTensor(DType::bf16, {2, 48, K, Hqk}, padded());
       v_cache = HostTensor(DType::bf16, {2, 48, K, Hv});
     }
     k_cache.poison();
     v_cache.poison();
-    lens = ints({14, 30});
+    lens = int_tensor({14, 30});
     if (packed) {
-      cu = ints({0, 5, 12});
+      cu = int_tensor({0, 5, 12});
       k_new = HostTensor(DType::bf16, {12, K, Hqk});
       v_new = HostTensor(DType::bf16, {12, K, Hv});
     } else {
@@ -100,7 +93,9 @@ TEST(GpuAppendKV, MatchesTheCpuAppendByteForByte) {
         if (other_stream) ctx.set_stream(nonblocking());
         mirror.synchronize();  // the uploads ran on the legacy stream
         attnlab::append_kv(ctx, a);
-        if (other_stream) ASSERT_EQ(cudaStreamSynchronize(nonblocking()), cudaSuccess);
+        if (other_stream) {
+          ASSERT_EQ(cudaStreamSynchronize(nonblocking()), cudaSuccess);
+        }
         mirror.download(on_gpu.k_cache);
         mirror.download(on_gpu.v_cache);
         mirror.synchronize();
@@ -133,7 +128,7 @@ TEST(GpuServing, VarlenAttentionOnGpuTensorsIsRefusedByName) {
   ATTNLAB_REQUIRE_GPU();
   HostTensor q(DType::bf16, {5, 2, 64}), k(DType::bf16, {6, 2, 64}), v(DType::bf16, {6, 2, 64}),
       o(DType::bf16, {5, 2, 64});
-  HostTensor cu_q = ints({0, 2, 5}), cu_k = ints({0, 3, 6});
+  HostTensor cu_q = int_tensor({0, 2, 5}), cu_k = int_tensor({0, 3, 6});
   DeviceMirror mirror;
   attnlab::VarlenForwardArgs a;
   a.q = mirror.upload(q), a.k = mirror.upload(k), a.v = mirror.upload(v), a.o = mirror.upload(o);

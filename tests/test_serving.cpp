@@ -26,12 +26,6 @@ std::vector<std::int32_t> offsets(const std::vector<std::int64_t>& lens) {
   return cu;
 }
 
-HostTensor int_tensor(const std::vector<std::int32_t>& values) {
-  HostTensor t(DType::i32, {std::int64_t(values.size())});
-  for (std::size_t i = 0; i < values.size(); ++i) t.set(std::int64_t(i), values[i]);
-  return t;
-}
-
 // A batch of sequences with packed queries and either packed keys or a paged cache holding the same kind of data.
 struct Batch {
   std::int64_t N = 4, K = 2, Hqk = 40, Hv = 24;

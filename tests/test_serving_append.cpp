@@ -16,12 +16,6 @@
 namespace attnlab_test {
 namespace {
 
-HostTensor ints(const std::vector<std::int32_t>& values) {
-  HostTensor t(DType::i32, {std::int64_t(values.size())});
-  for (std::size_t i = 0; i < values.size(); ++i) t.set(std::int64_t(i), values[i]);
-  return t;
-}
-
 // A paged cache of `pages` pages and a block table dealing sequence b the pages table[b][…].
 struct PagedCache {
   HostTensor k, v, table, lens;
@@ -44,7 +38,7 @@ struct PagedCache {
     for (std::size_t b = 0; b < pages.size(); ++b)
       for (std::int64_t i = 0; i < per_sequence; ++i)
         table.set(std::int64_t(b) * per_sequence + i, i < std::int64_t(pages[b].size()) ? double(pages[b][i]) : -1.0);
-    lens = ints(lengths);
+    lens = int_tensor(lengths);
   }
   attnlab::PagedKV view() const { return {k.view(), v.view(), table.view(), lens.view()}; }
   // Logical index of (sequence b, key j, head kh, dim h) in k (H = Hqk) or v (H = Hv).
@@ -78,7 +72,7 @@ TEST(AppendKV, PaddedRowsIntoAContiguousCache) {
   k_new.fill_random(rng);
   v_new.fill_random(rng);
   const std::vector<std::int32_t> lengths = {0, 9, 16};  // 16 + 4 = S_max: the last row of the cache
-  HostTensor lens = ints(lengths);
+  HostTensor lens = int_tensor(lengths);
   const std::vector<double> k_before = k_cache.values(), v_before = v_cache.values();
   attnlab::AppendKVArgs a;
   a.k_new = k_new.view(), a.v_new = v_new.view();
@@ -112,7 +106,7 @@ TEST(AppendKV, PackedRowsIntoAPagedCache) {
   // out of order.
   PagedCache cache(DType::f16, page_size, K, Hqk, Hv, {{3, 0}, {5}, {4, 1, 2}}, {10, 7, 16});
   const std::vector<std::int32_t> cu = {0, 9, 9, 29};
-  HostTensor cu_new = ints(cu);
+  HostTensor cu_new = int_tensor(cu);
   HostTensor k_new(DType::f16, {30, K, Hqk}), v_new(DType::f16, {30, K, Hv});
   k_new.fill_random(rng);
   v_new.fill_random(rng);
@@ -171,7 +165,7 @@ TEST(AppendKV, DecodeLoopAgainstTheReference) {
   cache.k.fill_random(rng);
   cache.v.fill_random(rng);
   attnlab::Context ctx;
-  HostTensor cu_q = ints({0, 1, 2});
+  HostTensor cu_q = int_tensor({0, 1, 2});
   for (std::int64_t step = 0; step < steps; ++step) {
     HostTensor k_new(DType::f32, {B, 1, K, H}), v_new(DType::f32, {B, 1, K, H}), q(DType::f32, {B, N, H});
     k_new.fill_random(rng);

@@ -163,6 +163,13 @@ HostTensor::HostTensor(DType dtype, std::vector<std::int64_t> shape, const Layou
   storage_.assign(std::size_t((alloc_bytes_ + 7) / 8), 0);
 }
 
+HostTensor int_tensor(const std::vector<std::int32_t>& values, std::int64_t cols) {
+  const std::int64_t n = std::int64_t(values.size());
+  HostTensor t = cols > 0 ? HostTensor(DType::i32, {n / cols, cols}) : HostTensor(DType::i32, {n});
+  for (std::int64_t i = 0; i < n; ++i) t.set(i, values[std::size_t(i)]);
+  return t;
+}
+
 std::int64_t HostTensor::numel() const {
   std::int64_t n = 1;
   for (auto s : shape_) n *= s;

@@ -125,6 +125,10 @@ class HostTensor {
   std::vector<std::uint64_t> storage_;  // 8-byte aligned
 };
 
+// An int32 tensor of `values`: a vector (B), or with `cols` > 0 a (values / cols, cols) matrix (lengths, offsets,
+// block tables).
+HostTensor int_tensor(const std::vector<std::int32_t>& values, std::int64_t cols = 0);
+
 // ---------------------------------------------------------------------------------------------------------------
 // Accuracy criterion (docs/design.md §2): max|out − ref64| ≤ 2 · max|ref_same_dtype − ref64| + 1e-5.
 // One refinement: the tolerance is never below what an implementation that computed the exact result from the

@@ -14,6 +14,9 @@
 
 namespace attnlab::core {
 
+// The element types attention computes in (FP8 apart).
+inline bool is_float_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
 // Byte range [begin, end) a view can touch; computed with overflow checks.
 struct ByteRange {
   std::uintptr_t begin = 0;

@@ -16,7 +16,6 @@
 namespace attnlab::core {
 namespace {
 
-bool is_float_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
 bool is_attention_dtype(DType d) { return is_float_dtype(d) || d == DType::e4m3 || d == DType::e5m2; }
 
 ByteRange check_seqlens(const char* name, const TensorView& t, const TensorView& q, std::int64_t B,

@@ -12,8 +12,6 @@
 namespace attnlab::core {
 namespace {
 
-bool is_float_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
-
 // An int32 vector of `extent` entries on `like`'s device; its host values, or empty when it is on the device.
 std::vector<std::int64_t> int_vector(const char* name, const TensorView& t, std::int64_t extent, const char* layout,
                                      const TensorView& like, RangeList& inputs) {
