@@ -26,6 +26,7 @@ const std::vector<Experiment>& experiments() {
       {"sweep", "time every path over sequence lengths (seq), batch sizes (batch), or the codelab's causal "
                 "TransformerEngine sweep (te)", attach_sweep},
       {"heads", "MHA / GQA / MQA: 8 query heads over 8, 2, 1 KV heads; KV cache size and time", attach_heads},
+      {"decode", "decode via the serving API: packed or paged KV caches; µs/call, tokens/s, KV GB/s", attach_decode},
       {"fp8", "FP8 attention with TransformerEngine's DelayedScaling recipe, next to bf16 (the C++ to use it "
               "where the GPU has none)", attach_fp8},
       {"lab", "everything above in order on one device, then a report (lab-report/ unless --report says)", attach_lab},

@@ -3,6 +3,7 @@
 // field, and bad input comes back as a status with the C++ message.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,7 +37,8 @@ TEST(CApiServing, InitDefaultsAndSizes) {
   attnlab_append_kv_args b;
   EXPECT_EQ(attnlab_append_kv_args_init_sized(&b, sizeof b + 8), ATTNLAB_INVALID_ARGUMENT);
   EXPECT_NE(std::string(attnlab_last_error()).find("larger than this library's"), std::string::npos);
-  EXPECT_EQ(attnlab_abi_version(), 4);
+  EXPECT_EQ(attnlab_abi_version(), 5);
+  EXPECT_EQ(a.sinks.data, nullptr);
 }
 
 TEST(CApiServing, VarlenForwardEqualsCpp) {
@@ -58,8 +60,12 @@ TEST(CApiServing, VarlenForwardEqualsCpp) {
         kc.set(dst, k.get(src)), vc.set(dst, v.get(src));
       }
   HostTensor table = int_tensor({3, 0, 1, 4}, 2), lens = int_tensor({9, 11});
+  HostTensor sinks(DType::f32, {N});
+  for (std::int64_t n = 0; n < N; ++n) sinks.set(n, 0.5 * double(n) - 1.0);
+  // Paged with sinks (ABI 5); packed without, once from a caller of the ABI 4 layout whose struct ends before
+  // sinks: what lies past its struct_size is not read.
   for (const bool paged : {false, true}) {
-    SCOPED_TRACE(paged ? "paged" : "packed");
+    SCOPED_TRACE(paged ? "paged, sinks" : "packed, ABI 4 caller");
     HostTensor o_cxx(DType::bf16, {12, N, H}), o_c(DType::bf16, {12, N, H});
     HostTensor lse_cxx(DType::f32, {N, 12}), lse_c(DType::f32, {N, 12});
     attnlab::VarlenForwardArgs cxx;
@@ -70,6 +76,7 @@ TEST(CApiServing, VarlenForwardEqualsCpp) {
       cxx.k = k.view(), cxx.v = v.view(), cxx.cu_seqlens_k = cu_k.view();
     }
     cxx.o = o_cxx.view(), cxx.lse = lse_cxx.view();
+    if (paged) cxx.sinks = sinks.view();
     cxx.options.path = "cpu-naive";
     cxx.options.mask.causal = true;
     attnlab::Context ctx;
@@ -93,6 +100,12 @@ TEST(CApiServing, VarlenForwardEqualsCpp) {
     }
     a.o = to_c(o_c.view()), a.lse = to_c(lse_c.view());
     a.options = &opt;
+    if (paged) {
+      a.sinks = to_c(sinks.view());
+    } else {
+      a.struct_size = offsetof(attnlab_varlen_forward_args, sinks);  // 680 on x86-64: the ABI 4 layout
+      a.sinks = to_c(sinks.view());                                  // past the caller's struct: ignored
+    }
     CContext c;
     char ran[32];
     ASSERT_EQ(attnlab_varlen_forward(c.ctx, &a, ran, sizeof ran), ATTNLAB_OK) << attnlab_last_error();

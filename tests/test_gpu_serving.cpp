@@ -1,16 +1,20 @@
 // The serving calls with CUDA tensors (include/attnlab/serving.h): append_kv's kernel against the CPU append on
 // the same inputs (contiguous and paged caches, padded and packed new rows, device lengths, the default and a
 // non-blocking stream), byte for byte, poisoned caches included; device lengths that point past a cache or a
-// block-table entry outside it write nothing there; and varlen attention on GPU tensors refused by name. Skips
+// block-table entry outside it write nothing there; and varlen attention on GPU tensors (the split-KV kernel)
+// against the fp64 reference, with caller workspaces, device lengths out of range and refusals by rule. Skips
 // visibly without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "attnlab/serving.h"
 #include "attnlab/version.h"  // ATTNLAB_WITH_CUDA
 #include "device_mirror.h"
+#include "serving_batch.h"
 #include "test_support.h"
 
 #if ATTNLAB_WITH_CUDA
@@ -124,25 +128,182 @@ TEST(GpuAppendKV, DeviceLengthsOutOfRangeWriteNothing) {
   EXPECT_TRUE(c.k_cache.same_bytes(k_before));
 }
 
-TEST(GpuServing, VarlenAttentionOnGpuTensorsIsRefusedByName) {
-  ATTNLAB_REQUIRE_GPU();
-  HostTensor q(DType::bf16, {5, 2, 64}), k(DType::bf16, {6, 2, 64}), v(DType::bf16, {6, 2, 64}),
-      o(DType::bf16, {5, 2, 64});
-  HostTensor cu_q = int_tensor({0, 2, 5}), cu_k = int_tensor({0, 3, 6});
+#if ATTNLAB_WITH_CUDA
+// Batch b's call on device copies of its tensors, on the default or a non-blocking stream; o and lse come back
+// into the batch's host tensors for check_outputs.
+attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stream,
+                            std::optional<attnlab::DeviceBuffer> workspace = std::nullopt) {
   DeviceMirror mirror;
-  attnlab::VarlenForwardArgs a;
-  a.q = mirror.upload(q), a.k = mirror.upload(k), a.v = mirror.upload(v), a.o = mirror.upload(o);
-  a.cu_seqlens_q = mirror.upload(cu_q), a.cu_seqlens_k = mirror.upload(cu_k);
-  a.max_seqlen_q = 3, a.max_seqlen_k = 3;
+  attnlab::VarlenForwardArgs a = b.args(o);
+  a.q = mirror.upload(b.q), a.o = mirror.upload(b.o), a.lse = mirror.upload(b.lse);
+  a.cu_seqlens_q = mirror.upload(b.cu_q);
+  if (b.page_size > 0) {
+    a.paged = attnlab::PagedKV{mirror.upload(b.k_cache), mirror.upload(b.v_cache), mirror.upload(b.block_table),
+                               mirror.upload(b.seqlens)};
+  } else {
+    a.k = mirror.upload(b.k), a.v = mirror.upload(b.v), a.cu_seqlens_k = mirror.upload(b.cu_k);
+  }
+  if (b.with_sinks) a.sinks = mirror.upload(b.sinks);
+  a.workspace = workspace;
   attnlab::Context ctx;
+  if (other_stream) ctx.set_stream(nonblocking());
+  mirror.synchronize();  // the uploads ran on the legacy stream
+  const attnlab::RunInfo info = attnlab::forward(ctx, a);
+  if (other_stream) {
+    EXPECT_EQ(cudaStreamSynchronize(nonblocking()), cudaSuccess);
+  }
+  mirror.download(b.o);
+  mirror.download(b.lse);
+  mirror.synchronize();
+  return info;
+}
+#endif
+
+struct GpuVarlenCase {
+  const char* name;
+  std::vector<std::int64_t> q_lens, kv_lens;
+  std::int64_t N, K, page_size;
+  int mask;  // 0 none, 1 causal bottom-right, 2 causal top-left, 3 window (left 40, right 3)
+  bool sinks;
+  float softcap;
+};
+
+// Decode (one query per sequence against up to 5000 keys: the keys split across blocks and combined), a few
+// queries per sequence (GQA-packed rows fill 64-row tiles), prefill lengths (T = 1, 113×203, 1023×1024), a
+// sequence without keys and one without queries, MHA, GQA and MQA, paged caches of 16 and 256 keys a page with
+// pages out of order and shared, sinks with and without masks, softcap. Every case with poisoned outputs, fresh
+// inputs, on the default and on a non-blocking stream, against the fp64 reference.
+TEST(GpuVarlenForward, MatchesTheReference) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  const std::vector<GpuVarlenCase> cases = {
+      {"decode", {1, 1, 1}, {1, 1023, 5000}, 8, 2, 0, 0, false, 0.0f},
+      {"decode paged 16 sinks", {1, 1, 1, 1}, {300, 1000, 77, 0}, 8, 2, 16, 0, true, 0.0f},
+      {"decode paged 256 mqa", {1, 1}, {2100, 513}, 8, 1, 256, 0, false, 0.0f},
+      {"few queries causal", {16, 3, 7}, {2000, 17, 700}, 8, 2, 0, 1, false, 0.0f},
+      {"few queries paged sinks", {4, 2}, {900, 64}, 8, 2, 16, 1, true, 0.0f},
+      {"prefill", {1, 113, 1023, 0, 5}, {1, 203, 1024, 10, 0}, 4, 4, 0, 0, false, 0.0f},
+      {"prefill causal top-left", {113, 1023}, {203, 1024}, 4, 2, 0, 2, false, 0.0f},
+      {"prefill window softcap", {113, 300}, {203, 300}, 4, 1, 0, 3, false, 30.0f},
+      {"prefill paged causal sinks", {113, 64}, {203, 640}, 4, 2, 256, 1, true, 0.0f},
+  };
+  int run = 0;
+  for (const std::int64_t head_dim : {64, 128, 256})
+    for (const DType dtype : {DType::bf16, DType::f16})
+      for (const GpuVarlenCase& c : cases) {
+        const bool other_stream = run++ % 2 == 1;
+        SCOPED_TRACE(std::string(c.name) + ", head dim " + std::to_string(head_dim) + ", " + dtype_name(dtype) +
+                     (other_stream ? ", non-blocking stream" : ""));
+        Rng rng(1000 + std::uint64_t(run));
+        Batch b;
+        b.N = c.N, b.K = c.K, b.Hqk = b.Hv = head_dim, b.dtype = dtype;
+        b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.page_size = c.page_size, b.with_sinks = c.sinks;
+        b.make(rng);
+        attnlab::Options o;
+        o.path = run % 3 == 0 ? "auto" : "flash";
+        o.softcap = c.softcap;
+        o.mask.causal = c.mask == 1 || c.mask == 2;
+        o.mask.align = c.mask == 1 ? attnlab::MaskAlign::bottom_right : attnlab::MaskAlign::top_left;
+        if (c.mask == 3) o.mask.window_left = 40, o.mask.window_right = 3;
+        EXPECT_EQ(run_on_gpu(b, o, other_stream).path, "flash-sm80");
+        check_outputs(b, o);
+      }
+#endif
+}
+
+// A caller workspace: workspace_size says what a split decode needs; with it the call allocates nothing, with
+// one byte less it is refused by rule before anything is written.
+TEST(GpuVarlenForward, CallerWorkspace) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  Rng rng(77);
+  Batch b;
+  b.N = 8, b.K = 2, b.Hqk = b.Hv = 128, b.dtype = DType::bf16;
+  b.q_lens = {1, 1}, b.kv_lens = {4000, 3000};
+  b.make(rng);
+  attnlab::Context ctx;
+  DeviceMirror mirror;
+  attnlab::VarlenForwardArgs a = b.args({});
+  a.q = mirror.upload(b.q), a.o = mirror.upload(b.o), a.lse = mirror.upload(b.lse);
+  a.cu_seqlens_q = mirror.upload(b.cu_q), a.k = mirror.upload(b.k), a.v = mirror.upload(b.v);
+  a.cu_seqlens_k = mirror.upload(b.cu_k);
+  const std::size_t bytes = attnlab::workspace_size(ctx, a);
+  EXPECT_GT(bytes, 0u) << "two sequences on eight KV-head blocks should split their keys";
+  void* buffer = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
+  b.make(rng);
+  const attnlab::RunInfo info = run_on_gpu(b, {}, false, attnlab::DeviceBuffer{buffer, bytes});
+  EXPECT_EQ(info.device_allocations, 0);
+  EXPECT_EQ(info.workspace_bytes, bytes);
+  check_outputs(b, {});
+  const auto before = b.o.snapshot();
   try {
-    attnlab::forward(ctx, a);
-    ADD_FAILURE() << "accepted";
+    run_on_gpu(b, {}, false, attnlab::DeviceBuffer{buffer, bytes - 256});
+    ADD_FAILURE() << "a workspace too small was accepted";
   } catch (const attnlab::Error& e) {
     EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported);
-    EXPECT_NE(std::string(e.what()).find("run on the CPU paths so far"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bytes of workspace"), std::string::npos) << e.what();
   }
-  mirror.synchronize();
+  EXPECT_TRUE(b.o.same_bytes(before));
+  cudaFree(buffer);
+#endif
+}
+
+// Device lengths are the caller's to keep in range; out of range they must not make the kernel read or write
+// outside the tensors (memcheck runs this): lengths past the cache, a block-table entry outside it, offsets past
+// the packed rows. Rows outside every sequence stay untouched.
+TEST(GpuVarlenForward, DeviceLengthsOutOfRangeStayInBounds) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  Rng rng(78);
+  Batch b;
+  b.N = 8, b.K = 2, b.Hqk = b.Hv = 64, b.dtype = DType::bf16;
+  b.q_lens = {1, 2}, b.kv_lens = {40, 33}, b.page_size = 16;
+  b.make(rng);
+  b.seqlens.set(0, 1 << 20);
+  b.block_table.set(1, 1 << 20);
+  b.block_table.set(2, -5);
+  run_on_gpu(b, {}, false);
+  const std::vector<double> o = b.o.values();
+  const std::int64_t spare_from = 3 * b.N * b.Hv;  // rows 3 … are past cu_seqlens_q[B] = 3
+  for (std::size_t i = std::size_t(spare_from); i < o.size(); ++i) EXPECT_TRUE(std::isnan(o[i])) << i;
+  // Offsets past the packed rows: the lengths clamp to the tensors (what the rows then hold is unspecified).
+  Batch packed = b;
+  packed.page_size = 0;
+  packed.make(rng);
+  packed.cu_k.set(1, 1 << 30);
+  packed.cu_q.set(2, 1 << 30);
+  run_on_gpu(packed, {}, true);
+#endif
+}
+
+// Paths and shapes the kernel does not run, each refused by its rule.
+TEST(GpuVarlenForward, RefusalsNameTheRule) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  Rng rng(79);
+  auto refusal = [&](DType dtype, std::int64_t hqk, std::int64_t hv, const std::string& path) {
+    Batch b;
+    b.N = 4, b.K = 2, b.Hqk = hqk, b.Hv = hv, b.dtype = dtype;
+    b.q_lens = {2, 3}, b.kv_lens = {5, 6};
+    b.make(rng);
+    attnlab::Options o;
+    o.path = path;
+    try {
+      run_on_gpu(b, o, false);
+      return std::string("accepted");
+    } catch (const attnlab::Error& e) {
+      EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported) << e.what();
+      return std::string(e.what());
+    }
+  };
+  EXPECT_NE(refusal(DType::f32, 64, 64, "flash").find("f16 and bf16"), std::string::npos);
+  EXPECT_NE(refusal(DType::bf16, 40, 40, "auto").find("head dims 64, 128 and 256"), std::string::npos);
+  EXPECT_NE(refusal(DType::bf16, 64, 32, "flash").find("Hqk = Hv"), std::string::npos);
+  EXPECT_NE(refusal(DType::bf16, 64, 64, "flash-sm90").find("not in the sm_90 kernel yet"), std::string::npos);
+  EXPECT_NE(refusal(DType::bf16, 64, 64, "cudnn").find("run on path flash"), std::string::npos);
+  EXPECT_NE(refusal(DType::bf16, 64, 64, "cpu-flash").find("run on path flash"), std::string::npos);
+#endif
 }
 
 }  // namespace

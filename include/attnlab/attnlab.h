@@ -46,6 +46,7 @@
  *          new: attnlab_fp8_forward_scales [72], attnlab_fp8_backward_scales [136],
  *          attnlab_delayed_scaling_recipe [32].
  *   ABI 4  new: attnlab_paged_kv [360], attnlab_varlen_forward_args [680], attnlab_append_kv_args [544] (serving).
+ *   ABI 5  attnlab_varlen_forward_args: + sinks [768].
  */
 #ifndef ATTNLAB_ATTNLAB_H
 #define ATTNLAB_ATTNLAB_H
@@ -102,7 +103,7 @@ typedef struct attnlab_tensor {
 
 /* The ABI of this header: the newest struct layouts it declares. attnlab_abi_version() says the library's; a
  * library serves every caller whose header's ABI version is at most its own. */
-#define ATTNLAB_ABI_VERSION 4
+#define ATTNLAB_ABI_VERSION 5
 
 /* FP8 scaling of one call (attention.h's Fp8ForwardScales / Fp8BackwardScales): each pointer is one float in the
  * memory of the call's device, read and written by the call's work on the context's stream only. "descale" = 1 /
@@ -367,6 +368,8 @@ typedef struct attnlab_varlen_forward_args {
   void* workspace;
   size_t workspace_bytes;
   /* end of ABI 4 */
+  attnlab_tensor sinks;        /* optional (N) f32: attention sinks, one logit per query head (attnlab/serving.h) */
+  /* end of ABI 5 */
 } attnlab_varlen_forward_args;
 
 typedef struct attnlab_append_kv_args {

@@ -15,6 +15,7 @@
 // caller's to keep in range (as Options::q_seqlens are).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,16 +42,24 @@ struct VarlenForwardArgs {
   std::optional<PagedKV> paged;
   TensorView o;    // (total_q, N, Hv): written only when the call succeeds
   TensorView lse;  // optional (N, total_q) f32
+  // Optional attention sinks (gpt-oss): (N) f32, one logit per query head that joins every row's softmax as a
+  // key with no value: p_j = exp(s_j − LSE) with LSE = log(exp(sink) + Σ_j exp(s_j)), O = Σ_j p_j v_j. The LSE
+  // written includes the sink. A row that sees no key then has O = 0 and LSE = sink.
+  TensorView sinks;
   // Scale, softcap, mask and path as for ForwardArgs; q_seqlens, kv_seqlens, bias and bool_mask must stay empty
   // (the lengths are the layout's).
   Options options;
   std::optional<DeviceBuffer> workspace;  // as in ForwardArgs
 };
 
-// Which paths run it: the CPU paths (cpu-naive, cpu-flash) one sequence at a time. GPU paths refuse it by name
-// for now (docs/serving.md: the kernels are the next step).
+// Which paths run it (docs/serving.md): on the CPU, cpu-naive and cpu-flash one sequence at a time; on the GPU,
+// flash (= flash-sm80: the split-KV kernel, f16/bf16, Hqk = Hv ∈ {64, 128, 256}; "auto" picks it). Other paths
+// refuse it by name.
 ATTNLAB_API RunInfo forward(Context& ctx, const VarlenForwardArgs& args);
 ATTNLAB_API std::optional<std::string> why_not(Context& ctx, const std::string& path, const VarlenForwardArgs& args);
+// Device scratch bytes forward(ctx, args) needs on its path (the splits' partial results when the keys are split
+// across blocks; 0 on the CPU), for a caller workspace (args.workspace).
+ATTNLAB_API std::size_t workspace_size(Context& ctx, const VarlenForwardArgs& args);
 
 // New tokens' keys and values written into a cache, at each sequence's current end: sequence b's new rows
 // t = 0 … new_len(b) − 1 go to cache position seqlens[b] + t. The call only writes the cache: the caller advances

@@ -130,7 +130,7 @@ static_assert(std::max({Layouts<attnlab_options>::known.back().abi, Layouts<attn
                         Layouts<attnlab_fp8_forward_scales>::known.back().abi,
                         Layouts<attnlab_fp8_backward_scales>::known.back().abi,
                         Layouts<attnlab_delayed_scaling_recipe>::known.back().abi}) <= ATTNLAB_ABI_VERSION,
-              "no layout newer than ATTNLAB_ABI_VERSION (the newest, ABI 4, is the serving structs': convert_serving.h)");
+              "no layout newer than ATTNLAB_ABI_VERSION (the newest, ABI 5, is attnlab_varlen_forward_args': convert_serving.h)");
 #if defined(__x86_64__)
 // Released layouts are frozen: a field inserted into or changed inside one changes its size here.
 static_assert(Layouts<attnlab_options>::known[0].size == 408, "attnlab_options' ABI 1 layout changed");

@@ -1,4 +1,4 @@
-// The serving structs of the C ABI (attnlab.h, ABI 4) as the C++ API's (attnlab/serving.h): their released layouts
+// The serving structs of the C ABI (attnlab.h, ABI 4 and 5) as the C++ API's (attnlab/serving.h): their released layouts
 // and the conversions, on the pattern of convert.h.
 #pragma once
 
@@ -24,7 +24,8 @@ template <>
 struct Layouts<attnlab_varlen_forward_args> {
   static constexpr const char* name = "attnlab_varlen_forward_args";
   static constexpr const char* init = "attnlab_varlen_forward_args_init";
-  static constexpr std::array<Layout, 1> known{{{4, ATTNLAB_LAYOUT_END(attnlab_varlen_forward_args, workspace_bytes)}}};
+  static constexpr std::array<Layout, 2> known{{{4, ATTNLAB_LAYOUT_END(attnlab_varlen_forward_args, workspace_bytes)},
+                                                {5, ATTNLAB_LAYOUT_END(attnlab_varlen_forward_args, sinks)}}};
 };
 template <>
 struct Layouts<attnlab_append_kv_args> {
@@ -45,10 +46,11 @@ ATTNLAB_CHECK_SERVING_LAYOUTS(attnlab_varlen_forward_args);
 ATTNLAB_CHECK_SERVING_LAYOUTS(attnlab_append_kv_args);
 #undef ATTNLAB_CHECK_SERVING_LAYOUTS
 static_assert(Layouts<attnlab_varlen_forward_args>::known.back().abi == ATTNLAB_ABI_VERSION,
-              "ATTNLAB_ABI_VERSION must be the version of the newest layout (the serving structs' 4)");
+              "ATTNLAB_ABI_VERSION must be the version of the newest layout (attnlab_varlen_forward_args' 5)");
 #if defined(__x86_64__)
 static_assert(Layouts<attnlab_paged_kv>::known[0].size == 360, "attnlab_paged_kv's ABI 4 layout changed");
 static_assert(Layouts<attnlab_varlen_forward_args>::known[0].size == 680, "attnlab_varlen_forward_args' ABI 4");
+static_assert(Layouts<attnlab_varlen_forward_args>::known[1].size == 768, "attnlab_varlen_forward_args' ABI 5");
 static_assert(Layouts<attnlab_append_kv_args>::known[0].size == 544, "attnlab_append_kv_args' ABI 4 layout");
 #endif
 
@@ -76,6 +78,7 @@ inline VarlenForwardArgs to_cxx(const attnlab_varlen_forward_args* given, const 
   out.lse = to_cxx(a.lse, "lse");
   out.options = to_cxx(a.options, where);
   out.workspace = workspace_to_cxx(a.has_workspace, a.workspace, a.workspace_bytes);
+  out.sinks = to_cxx(a.sinks, "sinks");  // absent (zeroed) for an ABI 4 caller
   return out;
 }
 

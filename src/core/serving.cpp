@@ -1,8 +1,9 @@
 // The serving calls (include/attnlab/serving.h). On the CPU a packed or paged batch runs one sequence at a time:
 // each sequence is a padded call of batch 1 (attnlab::forward) whose views point into the packed tensors, with a
-// paged sequence's keys gathered from its pages into a host buffer first. The per-sequence call is the reference
-// the GPU kernels for these layouts will be checked against; until they exist, GPU tensors are refused by name
-// (docs/serving.md). append_kv copies rows on the CPU here and on the GPU in cuda/serving/append_kv.cu.
+// paged sequence's keys gathered from its pages into a host buffer first; attention sinks then rescale each row
+// (below). The per-sequence call is the reference the GPU kernel is checked against. GPU tensors go to the
+// split-KV kernel (cuda/serving/split_kv.h); append_kv copies rows on the CPU here and on the GPU in
+// cuda/serving/append_kv.cu.
 #include "attnlab/serving.h"
 
 #include <algorithm>
@@ -15,8 +16,14 @@
 
 #include "attnlab/version.h"  // ATTNLAB_WITH_CUDA
 
+#include "core/context_impl.h"
 #include "core/error.h"
+#include "core/numeric.h"
 #include "core/validate_serving.h"
+#if ATTNLAB_WITH_CUDA
+#include "cuda/common/device.h"
+#include "cuda/serving/split_kv.h"
+#endif
 
 namespace attnlab {
 
@@ -99,7 +106,32 @@ struct SequenceCall {
   }
 };
 
-// A sequence with queries and no key: O rows 0, LSE −inf (docs/design.md §2), written directly.
+// Attention sinks on a finished sequence: a sink logit σ joins the softmax's denominator, so that with L the row's
+// LSE without it, L' = log(e^L + e^σ), and every probability, hence O, scales by e^(L − L'). `lse` holds the
+// (N, q_len) LSE of the sequence's rows without sinks; it receives L'.
+void apply_sinks(const VarlenForwardArgs& a, const SequenceSpan& s, const TensorView& lse) {
+  const auto* sinks = static_cast<const float*>(a.sinks.data);
+  auto* l = static_cast<float*>(lse.data);
+  std::vector<float> row(std::size_t(a.o.shape[2]));
+  for (std::int64_t n = 0; n < a.o.shape[1]; ++n) {
+    const double sink = sinks[n * a.sinks.strides[0]];
+    for (std::int64_t i = 0; i < s.q_len; ++i) {
+      float& at = l[n * lse.strides[1] + i * lse.strides[2]];
+      const double old_lse = at;
+      const double top = std::max(old_lse, sink);
+      const double new_lse = top + std::log(std::exp(old_lse - top) + std::exp(sink - top));
+      const float factor = float(std::exp(old_lse - new_lse));
+      const std::int64_t offset = (s.q_begin + i) * a.o.strides[0] + n * a.o.strides[1];
+      core::load_row(a.o.data, a.o.dtype, offset, a.o.shape[2], row.data());
+      for (float& x : row) x *= factor;
+      core::store_row(a.o.data, a.o.dtype, offset, a.o.shape[2], row.data());
+      at = float(new_lse);
+    }
+  }
+}
+
+// A sequence with queries and no key: O rows 0, LSE −inf (docs/design.md §2), written directly; with sinks the
+// LSE is the sink's logit.
 void write_unseen_rows(const VarlenForwardArgs& a, const SequenceSpan& s) {
   const std::size_t elem = size_of(a.o.dtype);
   for (std::int64_t i = 0; i < s.q_len; ++i)
@@ -110,7 +142,30 @@ void write_unseen_rows(const VarlenForwardArgs& a, const SequenceSpan& s) {
   auto* lse = static_cast<float*>(a.lse.data);
   for (std::int64_t n = 0; n < a.lse.shape[0]; ++n)
     for (std::int64_t i = 0; i < s.q_len; ++i)
-      lse[n * a.lse.strides[0] + (s.q_begin + i) * a.lse.strides[1]] = -std::numeric_limits<float>::infinity();
+      lse[n * a.lse.strides[0] + (s.q_begin + i) * a.lse.strides[1]] =
+          a.sinks.empty() ? -std::numeric_limits<float>::infinity()
+                          : static_cast<const float*>(a.sinks.data)[n * a.sinks.strides[0]];
+}
+
+// The paths that run packed and paged batches on the GPU: flash's split-KV kernel, under each of its names.
+bool runs_split_kv(const std::string& path) { return path == "auto" || path == "flash" || path == "flash-sm80"; }
+
+std::optional<std::string> gpu_refusal(const std::string& path, const VarlenForwardArgs& a, const VarlenLayout& l) {
+  if (path == "flash-sm90")
+    return "path flash-sm90: packed and paged layouts are not in the sm_90 kernel yet; path flash (flash-sm80's "
+           "split-KV kernel) runs them (docs/serving.md)";
+  if (!runs_split_kv(path))
+    return fmt::format("path {}: packed and paged layouts on the GPU run on path flash (flash-sm80's split-KV "
+                       "kernel), on the CPU on cpu-naive and cpu-flash (docs/serving.md)",
+                       path);
+#if ATTNLAB_WITH_CUDA
+  if (auto why = cuda::cuda_unavailable()) return fmt::format("path {}: {}", path, *why);
+  if (auto why = cuda::serving::split_kv_refusal(a, l)) return fmt::format("path {}: {}", path, *why);
+  return std::nullopt;
+#else
+  (void)a, (void)l;
+  return fmt::format("path {}: this build has no CUDA", path);
+#endif
 }
 
 // Why `path` cannot run the batch, or nullopt; nothing written. Every sequence's call differs from the others
@@ -118,10 +173,7 @@ void write_unseen_rows(const VarlenForwardArgs& a, const SequenceSpan& s) {
 // for all; a batch without one asks a one-row call of the same kind.
 std::optional<std::string> refusal(Context& ctx, const std::string& path, const VarlenForwardArgs& a,
                                    const VarlenLayout& l) {
-  if (l.device == Device::cuda)
-    return fmt::format("path {}: packed and paged layouts run on the CPU paths so far (cpu-naive, cpu-flash, "
-                       "one sequence at a time); the GPU kernels for them are not built yet (docs/serving.md)",
-                       path);
+  if (l.device == Device::cuda) return gpu_refusal(path, a, l);
   for (std::int64_t b = 0; b < l.B; ++b) {
     const SequenceSpan& s = l.sequences[std::size_t(b)];
     if (s.q_len > 0 && s.kv_len > 0) return why_not(ctx, path, SequenceCall(a, b, s).args);
@@ -144,10 +196,31 @@ std::optional<std::string> why_not(Context& ctx, const std::string& path, const 
   return refusal(ctx, path, args, layout);
 }
 
+std::size_t workspace_size(Context& ctx, const VarlenForwardArgs& args) {
+  const VarlenLayout layout = core::validate(args);
+  if (layout.device != Device::cuda) return 0;
+  if (auto why = refusal(ctx, args.options.path, args, layout)) core::fail(ErrorCode::unsupported, "{}", *why);
+#if ATTNLAB_WITH_CUDA
+  return cuda::serving::split_kv_workspace_bytes(args, layout);
+#else
+  return 0;
+#endif
+}
+
 RunInfo forward(Context& ctx, const VarlenForwardArgs& args) {
   const VarlenLayout layout = core::validate(args);
   if (auto why = refusal(ctx, args.options.path, args, layout)) core::fail(ErrorCode::unsupported, "{}", *why);
+  if (layout.device == Device::cuda) {
+#if ATTNLAB_WITH_CUDA
+    Context::Impl& impl = ctx.impl();
+    impl.device_allocations = 0;
+    impl.last_workspace_bytes = 0;
+    cuda::serving::run_split_kv(ctx, args, layout);
+    return RunInfo{"flash-sm80", impl.last_workspace_bytes, impl.device_allocations};
+#endif
+  }
   RunInfo info{args.options.path, 0, 0};
+  std::vector<float> own_lse;  // the sequence's LSE when sinks need it and the caller asked for none
   for (std::int64_t b = 0; b < layout.B; ++b) {
     const SequenceSpan& s = layout.sequences[std::size_t(b)];
     if (s.q_len == 0) continue;
@@ -155,7 +228,13 @@ RunInfo forward(Context& ctx, const VarlenForwardArgs& args) {
       write_unseen_rows(args, s);
       continue;
     }
-    const RunInfo ran = forward(ctx, SequenceCall(args, b, s).args);
+    SequenceCall call(args, b, s);
+    if (!args.sinks.empty() && call.args.lse.empty()) {
+      own_lse.assign(std::size_t(layout.N * s.q_len), 0.0f);
+      call.args.lse = TensorView::contiguous(own_lse.data(), DType::f32, {1, layout.N, s.q_len});
+    }
+    const RunInfo ran = forward(ctx, call.args);
+    if (!args.sinks.empty()) apply_sinks(args, s, call.args.lse);
     info.path = ran.path;
     info.workspace_bytes = std::max(info.workspace_bytes, ran.workspace_bytes);
   }

@@ -165,6 +165,12 @@ VarlenLayout validate(const VarlenForwardArgs& a) {
       invalid("lse must have shape (N, total_q) = ({}, {}), got ({}, {})", l.N, l.total_q, a.lse.shape[0],
               a.lse.shape[1]);
   }
+  if (!a.sinks.empty()) {
+    inputs.push_back({"sinks", check_tensor("sinks", a.sinks, 1, "(N)"), a.sinks.device});
+    check_same_place("sinks", a.sinks, a.q);
+    if (a.sinks.dtype != DType::f32) invalid("sinks must be f32, got {}", to_string(a.sinks.dtype));
+    if (a.sinks.shape[0] != l.N) invalid("sinks must have shape (N) = ({}), got ({})", l.N, a.sinks.shape[0]);
+  }
   check_no_aliasing(inputs, outputs);
   check_options(a.options);
   if (a.workspace && reinterpret_cast<std::uintptr_t>(a.workspace->data) % 256 != 0)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Everything a serving-kernel change must show, in one run on a GPU machine, from a folder made by
+# scripts/gpu-build.sh (there it is serving-check.sh). Each step is bounded in time and leaves its files as it goes:
+#   1. the serving GPU tests (test_gpu: GpuVarlenForward*, GpuAppendKV*): the split-KV kernel against the fp64
+#      reference, append_kv against the CPU append;
+#   2. compute-sanitizer memcheck over a reduced set (device lengths out of range, a caller workspace, append_kv)
+#      and racecheck over one split decode (the stages reused as the merge buffer);
+#   3. `attnlab decode` over the decode grid (batch 1 and 64, contexts 1k … 128k, GQA 32/8, contiguous and paged
+#      with 64-key pages; MHA and MQA at 32k) and bench/decode_peers.py (torch SDPA's backends, FlashAttention's
+#      flash_attn_with_kvcache where installed) on the same grid.
+#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3").
+#   serving-check.sh [OUT_DIR]
+# Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,decode.jsonl,decode-peers.jsonl,summary.txt}. Exits 1 when
+# a test fails, a sanitizer reports anything or a step runs out of time.
+set -uo pipefail
+dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="${1:-$dist/serving-check}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+export LD_LIBRARY_PATH="$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+steps=" ${ATTNLAB_SERVING_STEPS:-1 2 3} "
+status=0
+SECONDS=0
+say() { echo "$*" | tee -a "$out/summary.txt"; }
+bounded() { timeout -k 10 "$@"; }
+
+if [[ "$steps" == *" 1 "* ]]; then
+  bounded 300 "$dist/bin/test_gpu" --gtest_brief=1 --gtest_filter='GpuVarlenForward*:GpuAppendKV*' \
+    > "$out/tests.txt" 2>&1 || status=1
+  say "tests: $(grep -hoE '^\[  PASSED  \] [0-9]+ tests?' "$out/tests.txt" || echo 'none passed')," \
+      "$(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/tests.txt") failed (${SECONDS}s)"
+  grep -E '^\[  FAILED  \] [A-Za-z]|Failure$' "$out/tests.txt" | head -20 | tee -a "$out/summary.txt"
+fi
+
+if [[ "$steps" == *" 2 "* ]]; then
+  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+  bounded 240 "$sanitizer" --tool memcheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
+    --gtest_filter='GpuVarlenForward.DeviceLengthsOutOfRangeStayInBounds:GpuVarlenForward.CallerWorkspace:GpuAppendKV*' \
+    > "$out/memcheck.txt" 2>&1 || status=1
+  say "memcheck: $(grep -hE 'ERROR SUMMARY' "$out/memcheck.txt" | tail -1) (${SECONDS}s)"
+  bounded 240 "$sanitizer" --tool racecheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
+    --gtest_filter='GpuVarlenForward.CallerWorkspace' > "$out/racecheck.txt" 2>&1 || status=1
+  say "racecheck: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/racecheck.txt" | tail -1) (${SECONDS}s)"
+fi
+
+if [[ "$steps" == *" 3 "* ]]; then
+  grid=(--batch 1,64 --context 1024,4096,16384,32768,131072 --head-dim 128 --q-len 1)
+  bounded 240 "$dist/bin/attnlab" decode "${grid[@]}" --heads 32/8 --layout contiguous,paged --page-size 64 \
+    --jsonl "$out/decode.jsonl" > "$out/decode.txt" 2>&1 || status=1
+  bounded 120 "$dist/bin/attnlab" decode --batch 1,64 --context 32768 --head-dim 128 --heads 32/32,32/1 \
+    --layout contiguous,paged --page-size 64 --jsonl "$out/decode.jsonl" >> "$out/decode.txt" 2>&1 || status=1
+  say "attnlab decode: $(wc -l < "$out/decode.jsonl") rows (${SECONDS}s)"
+  bounded 200 python3 "$dist/bench/decode_peers.py" --batch 1,64 --context 1024,4096,16384,32768,131072 \
+    --heads 32/8 --head-dim 128 --out "$out/decode-peers.jsonl" > "$out/decode-peers.txt" 2>&1 || status=1
+  say "peers: $(wc -l < "$out/decode-peers.jsonl" 2>/dev/null || echo 0) rows (${SECONDS}s)"
+fi
+say "serving-check: status $status (${SECONDS}s)"
+exit $status

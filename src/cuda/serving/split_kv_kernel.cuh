@@ -1,0 +1,164 @@
+// The split-KV attention kernel for packed and paged batches (docs/serving.md): the serving calls' GPU kernel on
+// every GPU from sm_80, built from mma.sync and cp.async like the flash-sm80 family, because what decides its
+// speed is not the tensor cores but how many key bytes are in flight: decode reads each key once for a handful
+// of query rows.
+//
+// One block per (query tile, split, KV head, sequence). The query tile holds kRows (token, query head) pairs of
+// one KV head — every query head of the KV head's group side by side (GQA packing), so that decode's one token
+// per sequence still fills 16-row MMAs with 4–8 heads instead of one. The block's visible keys (its rows' union,
+// core/mask.h's rule) are cut into `splits` equal runs of 64-key tiles, so that a batch too small to fill the GPU
+// (decode at batch 1) still gets blocks on every SM; the combine kernel then merges the splits.
+//
+//   load Q and the first kStages − 1 key tiles (cp.async, split_kv_load.cuh: packed rows or pages)
+//   for each tile of the run: wait for it; issue tile + kStages − 1 into the slot the previous tile left (a paged
+//     tile's pages looked up one step before);
+//     S = Q·Kᵀ for the warp's rows and keys (split_kv_mma.cuh), softcap and mask where needed,
+//     online softmax (cuda/flash/softmax.cuh), O += P·V
+//   merge the warps' key groups; write O and LSE, or the split's partial (split_kv_epilogue.cuh)
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/mask.h"
+#include "cuda/flash/mask.cuh"
+#include "cuda/flash/ptx.cuh"
+#include "cuda/flash/softmax.cuh"
+#include "cuda/serving/split_kv_epilogue.cuh"
+#include "cuda/serving/split_kv_load.cuh"
+#include "cuda/serving/split_kv_mma.cuh"
+#include "cuda/serving/split_kv_params.h"
+
+namespace attnlab::cuda::serving {
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
+    split_kv_kernel(const __grid_constant__ SplitKvParams p) {
+  using Load = SplitKvLoad<Traits>;
+  using Mma = SplitKvMma<Traits>;
+  using Epilogue = SplitKvEpilogue<Traits>;
+  constexpr int kBlockN = Traits::kBlockN, kStages = Traits::kStages;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
+  const int q_tile_index = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
+  const int kv_head = blockIdx.y, b = blockIdx.z;
+  const Sequence s = Sequence::read(p, b);
+  const int rows = s.q_len * p.group;
+  const int row0 = q_tile_index * Traits::kRows;
+  if (row0 >= rows) return;
+
+  // The keys any row of the block sees, then this split's run of their tiles (possibly none: it still writes
+  // its rows, as a split that saw nothing, for the combine).
+  const int last_row = min(row0 + Traits::kRows, rows) - 1;
+  const flash::BlockKeys keys = flash::block_keys(p.mask, row0 / p.group, last_row / p.group, s.q_len, s.kv_len);
+  const int tiles_begin = keys.empty() ? 0 : keys.begin / kBlockN;
+  const int tiles = keys.empty() ? 0 : (keys.end + kBlockN - 1) / kBlockN - tiles_begin;
+  const int per_split = (tiles + p.splits - 1) / p.splits;
+  const int run_begin = tiles_begin + min(tiles, split * per_split);
+  const int run_tiles = min(tiles, (split + 1) * per_split) - min(tiles, split * per_split);
+
+  // Shared memory: Q | pages of the next two tiles (paged) | stages (K, V) … , the stages the merge buffer at the end
+  const std::uint32_t q_tile = flash::ptx::smem_address(smem);
+  int* pages = reinterpret_cast<int*>(smem + Traits::kQBytes);
+  const std::uint32_t stages = q_tile + Traits::kQBytes + Traits::kPagesBytes;
+  auto k_tile = [&](int slot) { return stages + slot * Traits::kStageBytes; };
+  auto v_tile = [&](int slot) { return k_tile(slot) + Traits::KVTile::kBytes; };
+  const bool paged = p.block_table != nullptr;
+  // Tile `step` of the run; its pages from the prefetch (main loop) or looked up per row (prologue). Always
+  // commits a group, empty past the run, so the waits count alike.
+  auto load_tile = [&](int step, bool prefetched) {
+    if (step < run_tiles)
+      Load::key_tile(p, k_tile(step % kStages), v_tile(step % kStages), s, b, kv_head, (run_begin + step) * kBlockN,
+                     keys.end, prefetched ? pages + (step & 1) * kBlockN : nullptr, thread);
+    flash::ptx::cp_async_commit();
+  };
+  // The pages of a tile's keys are looked up two steps before its copies are issued, by the first 64 threads
+  // (one key each): read into a register one step, published to shared memory (two tiles' buffers) the next, so
+  // that neither the copies nor the publishing thread waits on a block-table read (docs/perf-notes.md, split-KV v2).
+  auto lookup = [&](int step) {
+    return paged && thread < kBlockN && step < run_tiles
+               ? Load::page_of(p, b, (run_begin + step) * kBlockN + thread, keys.end)
+               : -1;
+  };
+  auto publish = [&](int step, int page) {
+    if (paged && thread < kBlockN) pages[(step & 1) * kBlockN + thread] = page;
+  };
+  Load::query_rows(p, q_tile, s, kv_head, row0, thread);
+#pragma unroll
+  for (int step = 0; step < kStages - 1; ++step) load_tile(step, false);  // Q travels with the first tile
+  publish(kStages - 1, lookup(kStages - 1));  // read at step 0, after its barrier
+  int next_page = lookup(kStages);
+
+  // This warp: rows row_warp·16 … of the tile, keys key_group·kGroupKeys … of every key tile. Each thread's two
+  // rows (g, g + 8) see keys [begin, end); a row past the sequence borrows the block's range (its zero query's
+  // scores are finite and never written), so that it does not force the masked path on every tile.
+  const int row_warp = warp % Traits::kRowWarps, key_group = warp / Traits::kRowWarps;
+  const int group_key0 = key_group * Traits::kGroupKeys;
+  int see_begin[2], see_end[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int pair = row0 + row_warp * 16 + (lane >> 2) + 8 * h;
+    const core::KeyRange r = pair < rows ? core::visible_keys(p.mask, pair / p.group, s.q_len, s.kv_len)
+                                         : core::KeyRange{keys.begin, keys.end};
+    see_begin[h] = int(r.begin), see_end[h] = int(r.end);
+  }
+  const float to_log2 = p.softcap > 0.0f ? kLog2e : p.scale * kLog2e;
+
+  flash::OnlineSoftmax<1, Traits::kNFrags, Traits::kOFrags> softmax;
+  softmax.init();
+  typename Mma::OutFrags o;
+#pragma unroll
+  for (int of = 0; of < Traits::kOFrags; ++of)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][of][e] = 0.0f;
+  typename Mma::QFrags q_frags;
+
+  for (int step = 0; step < run_tiles; ++step) {
+    flash::ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile `step` has landed for everyone, and everyone is done with the slot of step − 1
+    load_tile(step + kStages - 1, paged);
+    if (step == 0) Mma::load_q(q_frags, q_tile, row_warp * 16, lane);
+    const int slot = step % kStages;
+    const int key0 = (run_begin + step) * kBlockN + group_key0;  // this warp's first key
+    typename Mma::ScoreFrags sc;
+    Mma::scores(sc, q_frags, q_tile, row_warp * 16, k_tile(slot), group_key0, lane);
+    if (p.softcap > 0.0f) {
+      const float inv_cap = 1.0f / p.softcap;
+#pragma unroll
+      for (int nf = 0; nf < Traits::kNFrags; ++nf)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[0][nf][e] = p.softcap * tanhf(sc[0][nf][e] * p.scale * inv_cap);
+    }
+    const bool inside = see_begin[0] <= key0 && key0 + Traits::kGroupKeys <= see_end[0] && see_begin[1] <= key0 &&
+                        key0 + Traits::kGroupKeys <= see_end[1];
+    if (!__all_sync(0xffffffffu, inside)) {
+#pragma unroll
+      for (int nf = 0; nf < Traits::kNFrags; ++nf)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1, key = key0 + nf * 8 + 2 * (lane & 3) + (e & 1);
+          if (key < see_begin[h] || key >= see_end[h]) sc[0][nf][e] = -INFINITY;
+        }
+    }
+    softmax.step(sc, o, to_log2);
+    Mma::accumulate(o, sc, v_tile(slot), group_key0, lane);
+    // The pages of the tile the next step issues, into the buffer the step before last read (the barrier at
+    // the top of this step ordered those reads before these writes).
+    publish(step + kStages, next_page);
+    next_page = lookup(step + kStages + 1);
+  }
+
+  flash::ptx::cp_async_wait<0>();
+  __syncthreads();  // the stages become the merge buffer
+  float* merge = reinterpret_cast<float*>(smem + Traits::kQBytes + Traits::kPagesBytes);
+  const float m[2] = {softmax.row_max[0][0], softmax.row_max[0][1]};
+  const float l[2] = {softmax.total(0, 0), softmax.total(0, 1)};
+  Epilogue::stage(merge, o, m, l, warp, lane);
+  __syncthreads();
+  Epilogue::store(p, merge, s, kv_head, row0, split, thread);
+}
+
+}  // namespace attnlab::cuda::serving

@@ -1,0 +1,47 @@
+// Launches of the split-KV kernel and its combine for one (dtype, head dim); instantiated by the generated
+// translation units (split_kv_instance.cu.in), called through split_kv.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/serving/split_kv.h"
+#include "cuda/serving/split_kv_combine.cuh"
+#include "cuda/serving/split_kv_kernel.cuh"
+#include "cuda/serving/split_kv_traits.h"
+
+namespace attnlab::cuda::serving {
+
+template <class Traits>
+void launch_split_kv_rows(const SplitKvParams& p, int q_tiles, int device, cudaStream_t stream) {
+  const auto kernel = split_kv_kernel<Traits>;
+  // Above 48 KB a kernel must opt in, once per function and device (the runtime call costs a microsecond).
+  static std::atomic<unsigned long long> opted_in{0};
+  const unsigned long long bit = 1ull << (device % 64);
+  if ((opted_in.load(std::memory_order_acquire) & bit) == 0) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes),
+               "split-KV kernel: shared memory attribute");
+    opted_in.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const dim3 grid(unsigned(q_tiles * p.splits), unsigned(p.K), unsigned(p.B));
+  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+  check_launch("split-KV kernel: launch");
+}
+
+template <class Element, int kHeadDim>
+void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
+  switch (plan.row_warps) {
+    case 1: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 1>>(p, plan.q_tiles, plan.device, stream); break;
+    case 2: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 2>>(p, plan.q_tiles, plan.device, stream); break;
+    default: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 4>>(p, plan.q_tiles, plan.device, stream); break;
+  }
+  if (p.splits == 1) return;
+  const std::int64_t items = std::int64_t(p.total_q) * p.N;
+  const auto blocks = unsigned((items + kCombineThreads / 32 - 1) / (kCombineThreads / 32));
+  split_kv_combine_kernel<Element, kHeadDim><<<blocks, kCombineThreads, 0, stream>>>(p);
+  check_launch("split-KV combine: launch");
+}
+
+}  // namespace attnlab::cuda::serving
