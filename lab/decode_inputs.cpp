@@ -32,11 +32,6 @@ double DecodeShape::footprint_bytes() const {
 
 namespace {
 
-// Random values are drawn for at most this many elements of a tensor and repeated over the rest: drawing the
-// billions of elements of a 128k-token cache would take minutes, and the call does the same work on any values.
-// A checked call's reference (a host copy made the same way) sees the same repeats.
-constexpr std::int64_t kPatternElements = std::int64_t(1) << 20;
-
 // SplitMix64, as tensors.cpp draws with: the page order must not depend on the standard library (std::shuffle's
 // algorithm is the implementation's), so that a host copy gets the GPU copy's pages.
 std::uint64_t splitmix64(std::uint64_t& state) {
@@ -79,39 +74,28 @@ void repeat_prefix(attnlab::Device device, std::byte* data, std::size_t filled, 
 
 }  // namespace
 
-// One tensor's memory, on the host or the GPU.
-class DecodeInputs::Buffer {
- public:
-  Buffer(attnlab::Device device, std::size_t bytes) : device_(device), bytes_(bytes) {
-    if (device == attnlab::Device::cuda) gpu_ = std::make_unique<gpu::DeviceBuffer>(bytes);
-    else host_.resize(bytes);
-  }
-  void* data() { return gpu_ ? gpu_->data() : static_cast<void*>(host_.data()); }
+TensorBuffer::TensorBuffer(attnlab::Device device, std::size_t bytes) : device_(device), bytes_(bytes) {
+  if (device == attnlab::Device::cuda) gpu_ = std::make_unique<gpu::DeviceBuffer>(bytes);
+  else host_.resize(bytes);
+}
 
-  // `pattern` at the start, repeated to the end.
-  void fill(const std::vector<std::byte>& pattern) {
-    const std::size_t first = std::min(pattern.size(), bytes_);
-    if (gpu_) gpu_->upload(pattern.data(), first);
-    else std::memcpy(host_.data(), pattern.data(), first);
-    repeat_prefix(device_, static_cast<std::byte*>(data()), first, bytes_);
-  }
-  std::vector<std::byte> read() const {
-    if (!gpu_) return host_;
-    std::vector<std::byte> out(bytes_);
-    gpu_->download(out.data(), bytes_);
-    return out;
-  }
+void TensorBuffer::fill(const std::vector<std::byte>& pattern) {
+  const std::size_t first = std::min(pattern.size(), bytes_);
+  if (gpu_) gpu_->upload(pattern.data(), first);
+  else std::memcpy(host_.data(), pattern.data(), first);
+  repeat_prefix(device_, static_cast<std::byte*>(data()), first, bytes_);
+}
 
- private:
-  attnlab::Device device_;
-  std::size_t bytes_;
-  std::unique_ptr<gpu::DeviceBuffer> gpu_;
-  std::vector<std::byte> host_;
-};
+std::vector<std::byte> TensorBuffer::read() const {
+  if (!gpu_) return host_;
+  std::vector<std::byte> out(bytes_);
+  gpu_->download(out.data(), bytes_);
+  return out;
+}
 
 attnlab::TensorView DecodeInputs::make(attnlab::DType dtype, std::initializer_list<std::int64_t> shape) {
   const std::int64_t count = element_count(Shape(shape));
-  buffers_.push_back(std::make_unique<Buffer>(device_, std::size_t(count) * attnlab::size_of(dtype)));
+  buffers_.push_back(std::make_unique<TensorBuffer>(device_, std::size_t(count) * attnlab::size_of(dtype)));
   return attnlab::TensorView::contiguous(buffers_.back()->data(), dtype, shape, device_);
 }
 

@@ -4,6 +4,7 @@
 // GPU call can be checked against a CPU path on a host copy made the same way.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -14,7 +15,30 @@
 #include <attnlab/attention.h>
 #include <attnlab/serving.h>
 
+#include "gpu.h"
+
 namespace lab {
+
+// Random values are drawn for at most this many elements of a tensor and repeated over the rest: drawing the
+// billions of elements of a 128k-token cache would take minutes, and the call does the same work on any values.
+// A checked call's reference (a host copy made the same way) sees the same repeats. prefill.cpp draws so too.
+inline constexpr std::int64_t kPatternElements = std::int64_t(1) << 20;
+
+// One tensor's memory on the host or the GPU, filled from host bytes; prefill.cpp's tensors live in it too.
+class TensorBuffer {
+ public:
+  TensorBuffer(attnlab::Device device, std::size_t bytes);
+  void* data() { return gpu_ ? gpu_->data() : static_cast<void*>(host_.data()); }
+  // `pattern` at the start, repeated to the end (one pattern upload fills any size).
+  void fill(const std::vector<std::byte>& pattern);
+  std::vector<std::byte> read() const;
+
+ private:
+  attnlab::Device device_;
+  std::size_t bytes_;
+  std::unique_ptr<gpu::DeviceBuffer> gpu_;
+  std::vector<std::byte> host_;
+};
 
 enum class KvLayout { contiguous, paged };
 std::string_view to_string(KvLayout layout);
@@ -50,11 +74,10 @@ class DecodeInputs {
   std::vector<float> output() const;
 
  private:
-  class Buffer;
   attnlab::TensorView make(attnlab::DType dtype, std::initializer_list<std::int64_t> shape);
   DecodeShape shape_;
   attnlab::Device device_;
-  std::vector<std::unique_ptr<Buffer>> buffers_;
+  std::vector<std::unique_ptr<TensorBuffer>> buffers_;
   attnlab::VarlenForwardArgs args_;
 };
 

@@ -27,9 +27,12 @@ const std::vector<Experiment>& experiments() {
                 "TransformerEngine sweep (te)", attach_sweep},
       {"heads", "MHA / GQA / MQA: 8 query heads over 8, 2, 1 KV heads; KV cache size and time", attach_heads},
       {"decode", "decode via the serving API: packed or paged KV caches; µs/call, tokens/s, KV GB/s", attach_decode},
+      {"prefill", "a variable-length prefill batch three ways: varlen (serving API), padded with lengths, uniform; "
+                  "µs/call, µs per 1k tokens, useful TFLOP/s", attach_prefill},
       {"fp8", "FP8 attention with TransformerEngine's DelayedScaling recipe, next to bf16 (the C++ to use it "
               "where the GPU has none)", attach_fp8},
-      {"lab", "everything above in order on one device, then a report (lab-report/ unless --report says)", attach_lab},
+      {"lab", "the codelab's experiments above (check … fp8) in order on one device, then a report (lab-report/ unless "
+              "--report says)", attach_lab},
       {"report", "report.html, SVG plots, results.json/.csv from result rows (ours and peers')", attach_report},
   };
   return list;

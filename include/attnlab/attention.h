@@ -150,6 +150,9 @@ struct Tuning {
   // ATTNLAB_FLASH_SECTION_HEADS: (batch, head) pairs per longest-first scheduling section (0 = chosen per call;
   // ignored unless it divides B·N).
   int flash_section_heads = 0;
+  // ATTNLAB_SPLIT_KV_SPLITS: splits of every block's keys in the serving calls' split-KV kernel (0 = chosen per
+  // call from the GPU's occupancy; at most 128). For measurements.
+  int split_kv_splits = 0;
   // Fault injection for tests: every cuDNN graph build of this context fails as "unsupported", so that auto's
   // fallback and why_not's agreement with the call can be shown on any GPU.
   bool cudnn_fail_graph_builds = false;

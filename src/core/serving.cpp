@@ -150,7 +150,8 @@ void write_unseen_rows(const VarlenForwardArgs& a, const SequenceSpan& s) {
 // The paths that run packed and paged batches on the GPU: flash's split-KV kernel, under each of its names.
 bool runs_split_kv(const std::string& path) { return path == "auto" || path == "flash" || path == "flash-sm80"; }
 
-std::optional<std::string> gpu_refusal(const std::string& path, const VarlenForwardArgs& a, const VarlenLayout& l) {
+std::optional<std::string> gpu_refusal(Context& ctx, const std::string& path, const VarlenForwardArgs& a,
+                                       const VarlenLayout& l) {
   if (path == "flash-sm90")
     return "path flash-sm90: packed and paged layouts are not in the sm_90 kernel yet; path flash (flash-sm80's "
            "split-KV kernel) runs them (docs/serving.md)";
@@ -160,10 +161,11 @@ std::optional<std::string> gpu_refusal(const std::string& path, const VarlenForw
                        path);
 #if ATTNLAB_WITH_CUDA
   if (auto why = cuda::cuda_unavailable()) return fmt::format("path {}: {}", path, *why);
-  if (auto why = cuda::serving::split_kv_refusal(a, l)) return fmt::format("path {}: {}", path, *why);
+  if (auto why = cuda::serving::split_kv_refusal(a, l, ctx.impl().tuning))
+    return fmt::format("path {}: {}", path, *why);
   return std::nullopt;
 #else
-  (void)a, (void)l;
+  (void)ctx, (void)a, (void)l;
   return fmt::format("path {}: this build has no CUDA", path);
 #endif
 }
@@ -173,7 +175,7 @@ std::optional<std::string> gpu_refusal(const std::string& path, const VarlenForw
 // for all; a batch without one asks a one-row call of the same kind.
 std::optional<std::string> refusal(Context& ctx, const std::string& path, const VarlenForwardArgs& a,
                                    const VarlenLayout& l) {
-  if (l.device == Device::cuda) return gpu_refusal(path, a, l);
+  if (l.device == Device::cuda) return gpu_refusal(ctx, path, a, l);
   for (std::int64_t b = 0; b < l.B; ++b) {
     const SequenceSpan& s = l.sequences[std::size_t(b)];
     if (s.q_len > 0 && s.kv_len > 0) return why_not(ctx, path, SequenceCall(a, b, s).args);
@@ -201,7 +203,7 @@ std::size_t workspace_size(Context& ctx, const VarlenForwardArgs& args) {
   if (layout.device != Device::cuda) return 0;
   if (auto why = refusal(ctx, args.options.path, args, layout)) core::fail(ErrorCode::unsupported, "{}", *why);
 #if ATTNLAB_WITH_CUDA
-  return cuda::serving::split_kv_workspace_bytes(args, layout);
+  return cuda::serving::split_kv_workspace_bytes(args, layout, ctx.impl().tuning);
 #else
   return 0;
 #endif

@@ -38,7 +38,7 @@ bool launch_for_head_dim(int head_dim, const SplitKvParams& p, const SplitKvPlan
 }
 
 constexpr int kBlockKeys = 64;  // SplitKvTraits::kBlockN
-constexpr int kMaxSplits = 128;
+constexpr int kMaxSplits = 128;  // split_kv_combine.cuh's kMaxCombineSplits
 
 // A tensor whose rows the kernel copies in 16-byte pieces: unit stride in the head dim, every other stride a
 // multiple of 8 elements, the data 16-byte aligned.
@@ -59,9 +59,9 @@ struct Scratch {
   std::size_t bytes = 0;
 };
 
-Scratch scratch_of(const VarlenForwardArgs& a, const core::VarlenLayout& l) {
+Scratch scratch_of(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning) {
   Scratch s;
-  s.plan = plan_split_kv(a, l);
+  s.plan = plan_split_kv(a, l, tuning);
   ScratchLayout layout("split-KV");
   if (s.plan.splits > 1) {
     const std::size_t rows = layout.checked_mul(std::size_t(s.plan.splits), std::size_t(l.total_q * l.N));
@@ -83,7 +83,7 @@ core::Problem scratch_problem(const VarlenForwardArgs& a) {
 
 }  // namespace
 
-SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& l) {
+SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning) {
   SplitKvPlan plan;
   plan.device = a.q.device_index;
   const std::int64_t rows = a.max_seqlen_q * (l.N / l.K);  // a sequence's (token, head) pairs per KV head
@@ -91,9 +91,16 @@ SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& 
   plan.q_tiles = int(std::min<std::int64_t>((rows + 16 * plan.row_warps - 1) / (16 * plan.row_warps),
                                             std::numeric_limits<int>::max()));
   const std::int64_t blocks = std::int64_t(plan.q_tiles) * l.K * l.B;
-  const std::int64_t slots = std::int64_t(device_properties(a.q.device_index).sm_count) * blocks_per_sm(l.Hqk);
+  const DeviceProperties& device = device_properties(a.q.device_index);
+  plan.dependent_launch = device.cc_major >= 9;
+  const std::int64_t slots = std::int64_t(device.sm_count) * blocks_per_sm(l.Hqk);
   const std::int64_t key_tiles = (a.max_seqlen_k + kBlockKeys - 1) / kBlockKeys;
-  if (blocks > 0 && blocks < slots && key_tiles > 1) {
+  const std::int64_t forced = tuning.split_kv_splits;  // Tuning::split_kv_splits: asked for instead of chosen
+  if (forced > 0 && key_tiles > 1) {
+    const std::int64_t want = std::min<std::int64_t>({forced, key_tiles, kMaxSplits});
+    const std::int64_t per_split = (key_tiles + want - 1) / want;
+    plan.splits = int((key_tiles + per_split - 1) / per_split);
+  } else if (blocks > 0 && blocks < slots && key_tiles > 1) {
     const std::int64_t want = std::min<std::int64_t>({(slots + blocks - 1) / blocks, key_tiles, kMaxSplits});
     const std::int64_t per_split = (key_tiles + want - 1) / want;
     plan.splits = int((key_tiles + per_split - 1) / per_split);
@@ -101,7 +108,8 @@ SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& 
   return plan;
 }
 
-std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const core::VarlenLayout& l) {
+std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const core::VarlenLayout& l,
+                                            const Tuning& tuning) {
   if (l.dtype != DType::f16 && l.dtype != DType::bf16)
     return fmt::format("the split-KV kernel takes f16 and bf16, got {}", to_string(l.dtype));
   if (l.Hqk != l.Hv) return fmt::format("the split-KV kernel needs Hqk = Hv, got {} and {}", l.Hqk, l.Hv);
@@ -116,20 +124,20 @@ std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const co
                                 {a.paged ? "paged.k_cache" : "k", &k}, {a.paged ? "paged.v_cache" : "v", &v}})
     if (auto why = row_refusal(name, *t)) return why;
   constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
-  if (l.B > 65535 || l.K > 65535)
-    return fmt::format("the split-KV kernel's grid holds at most 65535 sequences and KV heads, got B = {}, K = {}", l.B,
-                       l.K);
+  if (l.B > 65535 || l.N > 65535)
+    return fmt::format("the split-KV kernel's grid holds at most 65535 sequences and heads, got B = {}, N = {}", l.B,
+                       l.N);
   if (l.total_q > kIntMax || k.shape[0] > kIntMax || a.max_seqlen_k > kIntMax || a.max_seqlen_q * (l.N / l.K) > kIntMax)
     return fmt::format("the split-KV kernel indexes rows and keys with 32-bit integers: at most {} each", kIntMax);
   if (a.paged && l.pages_per_sequence * l.page_size > kIntMax)
     return fmt::format("the split-KV kernel indexes keys with 32-bit integers: pages per sequence · page size must be "
                        "at most {}",
                        kIntMax);
-  const SplitKvPlan plan = plan_split_kv(a, l);
+  const SplitKvPlan plan = plan_split_kv(a, l, tuning);
   if (std::int64_t(plan.q_tiles) * plan.splits > kIntMax)
     return fmt::format("the split-KV kernel's grid: {} query tiles of a sequence is too many", plan.q_tiles);
   if (a.workspace) {
-    const std::size_t needed = split_kv_workspace_bytes(a, l);
+    const std::size_t needed = split_kv_workspace_bytes(a, l, tuning);
     if (needed > a.workspace->bytes)
       return fmt::format("needs {} bytes of workspace; the caller's holds {} (attnlab::workspace_size says what a "
                          "call needs)",
@@ -138,14 +146,14 @@ std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const co
   return std::nullopt;
 }
 
-std::size_t split_kv_workspace_bytes(const VarlenForwardArgs& a, const core::VarlenLayout& l) {
-  return scratch_of(a, l).bytes;
+std::size_t split_kv_workspace_bytes(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning) {
+  return scratch_of(a, l, tuning).bytes;
 }
 
 void run_split_kv(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l) {
-  const Scratch scratch = scratch_of(a, l);
-  const SplitKvPlan& plan = scratch.plan;
   Context::Impl& impl = ctx.impl();
+  const Scratch scratch = scratch_of(a, l, impl.tuning);
+  const SplitKvPlan& plan = scratch.plan;
   const auto stream = static_cast<cudaStream_t>(impl.stream);
   const core::Problem owner = scratch_problem(a);
   if (auto why = scratch_refusal(impl, owner, scratch.bytes, stream))

@@ -21,23 +21,26 @@ struct SplitKvPlan {
   int row_warps = 1;
   int q_tiles = 0;
   int splits = 1;
+  bool dependent_launch = false;    // the combine overlaps the split kernel's launch (sm_90 and later)
   std::size_t workspace_bytes = 0;  // the splits' partial results (0 with one split)
   std::size_t part_lse_offset = 0;  // where part_lse starts in the workspace
 };
 
 // Why the kernel cannot run the call (f16/bf16, Hqk = Hv of a built head dim, 16-byte aligned rows, cc ≥ 8.0, grid
 // limits), or nullopt.
-std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const core::VarlenLayout& l);
+std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const core::VarlenLayout& l,
+                                            const Tuning& tuning);
 
-// The plan on the call's device: splits that fill its SMs when the batch alone does not.
-SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& l);
+// The plan on the call's device: splits that fill its SMs when the batch alone does not (or
+// Tuning::split_kv_splits).
+SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning);
 
 // Runs the call on the context's stream (after split_kv_refusal said yes); the lengths, offsets and block tables
 // are read on the device, in the stream's order.
 void run_split_kv(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l);
 
 // Scratch bytes run_split_kv needs (the plan's).
-std::size_t split_kv_workspace_bytes(const VarlenForwardArgs& a, const core::VarlenLayout& l);
+std::size_t split_kv_workspace_bytes(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning);
 
 // One (dtype, head dim) instance: split_kv_launch.cuh, instantiated by the generated split_kv_*.cu.
 template <class Element, int kHeadDim>

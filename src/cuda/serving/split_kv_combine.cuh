@@ -1,7 +1,9 @@
 // The combine of split-KV (flash-decoding): each split left a row's O normalized over its own keys and its LSE
 // (log2 units); the row's O is their sum weighted by 2^(lse_s − M) over the total weight, the attention sink
-// joining the total. One warp per (query row, head); the lanes read the splits' LSEs, then O's columns, four
-// floats each. Rows past cu_seqlens_q[B] belong to no sequence and are not written.
+// joining the total. One block per (query row, head): every warp derives the weights (the splits' LSEs, four per
+// lane), warp w sums the splits w, w + 4, …, eight reads in flight per lane, and the four sums meet in shared
+// memory. Decode combines few rows of many splits, so what costs is the latency of each read, not their bytes
+// (docs/perf-notes.md, split-KV v3). Rows past cu_seqlens_q[B] belong to no sequence and are not written.
 #pragma once
 
 #include <cmath>
@@ -15,41 +17,87 @@
 namespace attnlab::cuda::serving {
 
 constexpr int kCombineThreads = 128;
+// Splits a combine takes: split_kv.cpp caps its plans at this (four per lane).
+constexpr int kMaxCombineSplits = 128;
 
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kCombineThreads) split_kv_combine_kernel(const __grid_constant__ SplitKvParams p) {
-  const int lane = threadIdx.x & 31;
-  const std::int64_t item = std::int64_t(blockIdx.x) * (kCombineThreads / 32) + (threadIdx.x >> 5);
-  const std::int64_t q_row = item / p.N;
-  const int head = int(item % p.N);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched ahead of the split kernel's end (split_kv_launch.cuh): wait until its writes are visible.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+  constexpr int kWarps = kCombineThreads / 32;
+  constexpr int kPerLane = kMaxCombineSplits / 32;
+  constexpr int kChunks = (kHeadDim / 4 + 31) / 32;  // float4 columns per lane: lane + 32·k (none past the row)
+  __shared__ float4 sums[kWarps - 1][kHeadDim / 4];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int64_t q_row = blockIdx.x;
+  const int head = blockIdx.y;
   if (q_row >= clamp_to(p.cu_q[p.B * p.cu_q_stride], 0, p.total_q)) return;
 
   const std::int64_t split_stride = std::int64_t(p.total_q) * p.N;
   const float* lse = p.part_lse + q_row * p.N + head;
-  float m = -INFINITY;
-  for (int s = lane; s < p.splits; s += 32) m = fmaxf(m, lse[s * split_stride]);
+  float w[kPerLane];  // lane j: splits j, j + 32, j + 64, j + 96
+#pragma unroll
+  for (int c = 0; c < kPerLane; ++c) {
+    const int split = c * 32 + lane;
+    w[c] = split < p.splits ? lse[split * split_stride] : -INFINITY;
+  }
+  float m = fmaxf(fmaxf(w[0], w[1]), fmaxf(w[2], w[3]));
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
   const float shift = m == -INFINITY ? 0.0f : m;
   float l = 0.0f;
-  for (int s = lane; s < p.splits; s += 32) l += flash::ptx::exp2_fast(lse[s * split_stride] - shift);
+#pragma unroll
+  for (int c = 0; c < kPerLane; ++c) {
+    w[c] = flash::ptx::exp2_fast(w[c] - shift);
+    l += w[c];
+  }
 #pragma unroll
   for (int d = 16; d > 0; d >>= 1) l += __shfl_xor_sync(0xffffffffu, l, d);
-  // Σ_s 2^(lse_s − shift) · O_s is the row's O times l; the sink then joins l.
-  const FinishedRow f = FinishedRow::of(shift, l, sink_of(p, head));
 
   const float* part = p.part_o + (q_row * p.N + head) * kHeadDim;
+  float4 acc[kChunks];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) acc[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int c = 0; c < kPerLane; ++c) {
+    if (c * 32 >= p.splits) break;
+#pragma unroll
+    for (int j = warp; j < 32; j += kWarps) {
+      const int split = c * 32 + j;
+      const float weight = __shfl_sync(0xffffffffu, w[c], j);
+      if (split >= p.splits) continue;
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        const int col = 4 * (lane + 32 * k);
+        if (col >= kHeadDim) continue;
+        const float4 x = *reinterpret_cast<const float4*>(part + split * split_stride * kHeadDim + col);
+        acc[k].x += weight * x.x, acc[k].y += weight * x.y, acc[k].z += weight * x.z, acc[k].w += weight * x.w;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k)
+    if (warp > 0 && 4 * (lane + 32 * k) < kHeadDim) sums[warp - 1][lane + 32 * k] = acc[k];
+  __syncthreads();
+  if (warp > 0) return;
+
+  // Σ_s 2^(lse_s − shift) · O_s is the row's O times l; the sink then joins l.
+  const FinishedRow f = FinishedRow::of(shift, l, sink_of(p, head));
   auto* o = static_cast<Element*>(p.o) + q_row * p.o_row + head * p.o_head;
 #pragma unroll
-  for (int col = lane * 4; col < kHeadDim; col += 128) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < p.splits; ++s) {
-      const float w = flash::ptx::exp2_fast(lse[s * split_stride] - shift);
-      const float4 x = *reinterpret_cast<const float4*>(part + s * split_stride * kHeadDim + col);
-      acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+  for (int k = 0; k < kChunks; ++k) {
+    const int col = 4 * (lane + 32 * k);
+    if (col >= kHeadDim) continue;
+    float4 x = acc[k];
+#pragma unroll
+    for (int other = 0; other < kWarps - 1; ++other) {
+      const float4 y = sums[other][lane + 32 * k];
+      x.x += y.x, x.y += y.y, x.z += y.z, x.w += y.w;
     }
-    *reinterpret_cast<uint2*>(o + col) = make_uint2(flash::ptx::pack2<Element>(acc.x * f.o_factor, acc.y * f.o_factor),
-                                                    flash::ptx::pack2<Element>(acc.z * f.o_factor, acc.w * f.o_factor));
+    *reinterpret_cast<uint2*>(o + col) = make_uint2(flash::ptx::pack2<Element>(x.x * f.o_factor, x.y * f.o_factor),
+                                                    flash::ptx::pack2<Element>(x.z * f.o_factor, x.w * f.o_factor));
   }
   if (lane == 0 && p.lse != nullptr) p.lse[head * p.lse_head + q_row * p.lse_row] = f.lse;
 }

@@ -11,8 +11,8 @@
 //
 //   load Q and the first kStages − 1 key tiles (cp.async, split_kv_load.cuh: packed rows or pages)
 //   for each tile of the run: wait for it; issue tile + kStages − 1 into the slot the previous tile left (a paged
-//     tile's pages looked up one step before);
-//     S = Q·Kᵀ for the warp's rows and keys (split_kv_mma.cuh), softcap and mask where needed,
+//     tile's key rows looked up two steps before);
+//     S = Q·Kᵀ for the warp's rows and keys (split_kv_mma.cuh), softcap and mask where needed (split_kv_score.cuh),
 //     online softmax (cuda/flash/softmax.cuh), O += P·V
 //   merge the warps' key groups; write O and LSE, or the split's partial (split_kv_epilogue.cuh)
 #pragma once
@@ -30,6 +30,7 @@
 #include "cuda/serving/split_kv_load.cuh"
 #include "cuda/serving/split_kv_mma.cuh"
 #include "cuda/serving/split_kv_params.h"
+#include "cuda/serving/split_kv_score.cuh"
 
 namespace attnlab::cuda::serving {
 
@@ -39,9 +40,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   using Load = SplitKvLoad<Traits>;
   using Mma = SplitKvMma<Traits>;
   using Epilogue = SplitKvEpilogue<Traits>;
+  using Scores = SplitKvScores<Traits::kNFrags>;
   constexpr int kBlockN = Traits::kBlockN, kStages = Traits::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The combine may be launched now; it waits on the device for this grid to finish (split_kv_combine.cuh).
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
   const int q_tile_index = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
   const int kv_head = blockIdx.y, b = blockIdx.z;
@@ -60,37 +66,49 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   const int run_begin = tiles_begin + min(tiles, split * per_split);
   const int run_tiles = min(tiles, (split + 1) * per_split) - min(tiles, split * per_split);
 
-  // Shared memory: Q | pages of the next two tiles (paged) | stages (K, V) … , the stages the merge buffer at the end
+  // Shared memory: Q | key rows of the next two tiles (paged) | stages (K, V) …; the stages are the merge buffer
+  // at the end.
   const std::uint32_t q_tile = flash::ptx::smem_address(smem);
-  int* pages = reinterpret_cast<int*>(smem + Traits::kQBytes);
+  auto* key_rows = reinterpret_cast<KeyRow*>(smem + Traits::kQBytes);
   const std::uint32_t stages = q_tile + Traits::kQBytes + Traits::kPagesBytes;
   auto k_tile = [&](int slot) { return stages + slot * Traits::kStageBytes; };
   auto v_tile = [&](int slot) { return k_tile(slot) + Traits::KVTile::kBytes; };
   const bool paged = p.block_table != nullptr;
-  // Tile `step` of the run; its pages from the prefetch (main loop) or looked up per row (prologue). Always
-  // commits a group, empty past the run, so the waits count alike.
-  auto load_tile = [&](int step, bool prefetched) {
-    if (step < run_tiles)
-      Load::key_tile(p, k_tile(step % kStages), v_tile(step % kStages), s, b, kv_head, (run_begin + step) * kBlockN,
-                     keys.end, prefetched ? pages + (step & 1) * kBlockN : nullptr, thread);
+  // Tile `step` of the run into slot step % kStages: packed keys by a multiply, paged ones from the key rows
+  // looked up ahead. Always commits a group, empty past the run, so the waits count alike.
+  using Source = typename Load::RowSource;
+  auto load_tile = [&](int step) {
+    if (step < run_tiles) {
+      const int slot = step % kStages, key0 = (run_begin + step) * kBlockN;
+      if (paged)
+        Load::template key_tile<Source::looked_up>(p, k_tile(slot), v_tile(slot), s, b, kv_head, key0, keys.end,
+                                                   key_rows + slot * kBlockN, thread);
+      else
+        Load::template key_tile<Source::packed>(p, k_tile(slot), v_tile(slot), s, b, kv_head, key0, keys.end, nullptr,
+                                                thread);
+    }
     flash::ptx::cp_async_commit();
   };
-  // The pages of a tile's keys are looked up two steps before its copies are issued, by the first 64 threads
-  // (one key each): read into a register one step, published to shared memory (two tiles' buffers) the next, so
-  // that neither the copies nor the publishing thread waits on a block-table read (docs/perf-notes.md, split-KV v2).
+  // A paged tile's key rows are found by the first 64 threads (one key each, one block-table read) into slot
+  // step % kStages of key_rows: in the main loop two steps before the tile's copies are issued — the read into
+  // a register one step, published the next — so that neither the copies nor the publishing thread waits on it
+  // (docs/perf-notes.md, split-KV v2).
   auto lookup = [&](int step) {
     return paged && thread < kBlockN && step < run_tiles
-               ? Load::page_of(p, b, (run_begin + step) * kBlockN + thread, keys.end)
-               : -1;
+               ? Load::key_row(p, s, b, (run_begin + step) * kBlockN + thread, keys.end)
+               : KeyRow{-1, -1};
   };
-  auto publish = [&](int step, int page) {
-    if (paged && thread < kBlockN) pages[(step & 1) * kBlockN + thread] = page;
+  auto publish = [&](int step, const KeyRow& row) {
+    if (paged && thread < kBlockN) key_rows[(step % kStages) * kBlockN + thread] = row;
   };
   Load::query_rows(p, q_tile, s, kv_head, row0, thread);
-#pragma unroll
-  for (int step = 0; step < kStages - 1; ++step) load_tile(step, false);  // Q travels with the first tile
-  publish(kStages - 1, lookup(kStages - 1));  // read at step 0, after its barrier
-  int next_page = lookup(kStages);
+  if (paged) {  // the first kStages tiles' rows, before their copies (block-uniform branch)
+    for (int step = 0; step < kStages; ++step) publish(step, lookup(step));
+    __syncthreads();
+  }
+#pragma unroll 1  // one copy of the copy code: it runs once per block
+  for (int step = 0; step < kStages - 1; ++step) load_tile(step);  // Q travels with the first tile
+  KeyRow next_row = lookup(kStages);
 
   // This warp: rows row_warp·16 … of the tile, keys key_group·kGroupKeys … of every key tile. Each thread's two
   // rows (g, g + 8) see keys [begin, end); a row past the sequence borrows the block's range (its zero query's
@@ -107,7 +125,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   }
   const float to_log2 = p.softcap > 0.0f ? kLog2e : p.scale * kLog2e;
 
-  flash::OnlineSoftmax<1, Traits::kNFrags, Traits::kOFrags> softmax;
+  // O's rescale only when a row's maximum moved (warp-uniform branch, bit-identical): after a decode block's first
+  // tiles it rarely does, and its multiplies were a tenth of the step (docs/perf-notes.md, split-KV v3).
+  flash::OnlineSoftmax<1, Traits::kNFrags, Traits::kOFrags, true> softmax;
   softmax.init();
   typename Mma::OutFrags o;
 #pragma unroll
@@ -119,36 +139,22 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   for (int step = 0; step < run_tiles; ++step) {
     flash::ptx::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile `step` has landed for everyone, and everyone is done with the slot of step − 1
-    load_tile(step + kStages - 1, paged);
+    load_tile(step + kStages - 1);
     if (step == 0) Mma::load_q(q_frags, q_tile, row_warp * 16, lane);
     const int slot = step % kStages;
     const int key0 = (run_begin + step) * kBlockN + group_key0;  // this warp's first key
     typename Mma::ScoreFrags sc;
     Mma::scores(sc, q_frags, q_tile, row_warp * 16, k_tile(slot), group_key0, lane);
-    if (p.softcap > 0.0f) {
-      const float inv_cap = 1.0f / p.softcap;
-#pragma unroll
-      for (int nf = 0; nf < Traits::kNFrags; ++nf)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) sc[0][nf][e] = p.softcap * tanhf(sc[0][nf][e] * p.scale * inv_cap);
-    }
+    if (p.softcap > 0.0f) Scores::softcap(sc, p.scale, p.softcap);
     const bool inside = see_begin[0] <= key0 && key0 + Traits::kGroupKeys <= see_end[0] && see_begin[1] <= key0 &&
                         key0 + Traits::kGroupKeys <= see_end[1];
-    if (!__all_sync(0xffffffffu, inside)) {
-#pragma unroll
-      for (int nf = 0; nf < Traits::kNFrags; ++nf)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1, key = key0 + nf * 8 + 2 * (lane & 3) + (e & 1);
-          if (key < see_begin[h] || key >= see_end[h]) sc[0][nf][e] = -INFINITY;
-        }
-    }
+    if (!__all_sync(0xffffffffu, inside)) Scores::mask(sc, key0, see_begin, see_end, lane);
     softmax.step(sc, o, to_log2);
     Mma::accumulate(o, sc, v_tile(slot), group_key0, lane);
-    // The pages of the tile the next step issues, into the buffer the step before last read (the barrier at
-    // the top of this step ordered those reads before these writes).
-    publish(step + kStages, next_page);
-    next_page = lookup(step + kStages + 1);
+    // The key rows of the tile the next step issues, into the slot of tile `step`, whose copies were issued
+    // kStages − 1 steps ago (the barrier at the top of this step ordered those reads before these writes).
+    publish(step + kStages, next_row);
+    next_row = lookup(step + kStages + 1);
   }
 
   flash::ptx::cp_async_wait<0>();

@@ -38,10 +38,17 @@ void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream
     default: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 4>>(p, plan.q_tiles, plan.device, stream); break;
   }
   if (p.splits == 1) return;
-  const std::int64_t items = std::int64_t(p.total_q) * p.N;
-  const auto blocks = unsigned((items + kCombineThreads / 32 - 1) / (kCombineThreads / 32));
-  split_kv_combine_kernel<Element, kHeadDim><<<blocks, kCombineThreads, 0, stream>>>(p);
-  check_launch("split-KV combine: launch");
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(p.total_q), unsigned(p.N));  // a block per (query row, head)
+  config.blockDim = dim3(kCombineThreads);
+  config.stream = stream;
+  // From sm_90 on, the combine is launched while the split kernel still runs (programmatic dependent launch) and
+  // waits for it on the device (griddepcontrol.wait), so that no launch gap sits between the two.
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  if (plan.dependent_launch) config.attrs = &overlap, config.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&config, split_kv_combine_kernel<Element, kHeadDim>, p), "split-KV combine: launch");
 }
 
 }  // namespace attnlab::cuda::serving

@@ -33,6 +33,11 @@ struct Sequence {
   }
 };
 
+// A key's K and V rows as element offsets into k and v.
+struct KeyRow {
+  std::int64_t k, v;
+};
+
 template <class Traits>
 struct SplitKvLoad {
   using Element = typename Traits::Element;
@@ -59,44 +64,62 @@ struct SplitKvLoad {
     }
   }
 
-  // The page holding key `key` of sequence b, or −1 for a key at or past key_end or a page the cache lacks.
-  __device__ __forceinline__ static int page_of(const SplitKvParams& p, int b, int key, int key_end) {
-    if (key >= key_end) return -1;
+  // Where key `key` of sequence b lives: element offsets of its K and V rows (head 0, column 0), or k = −1 for a
+  // key at or past key_end or on a page the cache does not have.
+  __device__ __forceinline__ static KeyRow key_row(const SplitKvParams& p, const Sequence& s, int b, int key,
+                                                   int key_end) {
+    if (key >= key_end) return {-1, -1};
+    if (p.block_table == nullptr)
+      return {std::int64_t(s.k_begin + key) * p.k_row, std::int64_t(s.k_begin + key) * p.v_row};
     const int slot = p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size;
     const int page = p.block_table[b * p.table_b + slot * p.table_p];
-    return page >= 0 && page < p.pages ? page : -1;
+    if (page < 0 || page >= p.pages) return {-1, -1};
+    const int in_page = key - slot * p.page_size;
+    return {std::int64_t(page) * p.k_page + std::int64_t(in_page) * p.k_row,
+            std::int64_t(page) * p.v_page + std::int64_t(in_page) * p.v_row};
   }
 
-  // Keys [key0, key0 + 64) of sequence b into k_tile and v_tile; keys at or past key_end read as zeros. Paged:
-  // `pages` holds the tile's pages (looked up ahead by the kernel), or is null and each row looks its page up.
+  // How key_tile finds a key's rows: from the kernel's lookup ahead (paged), or by a multiply (packed keys).
+  enum class RowSource { looked_up, packed };
+
+  // Keys [key0, key0 + 64) of sequence b into k_tile and v_tile; keys at or past key_end read as zeros. `rows`:
+  // the tile's key rows for RowSource::looked_up. Thread t copies chunk t % kChunks of rows t / kChunks + i·kRowStep;
+  // packed rows are one pointer stepped kRowStep rows at a time, so that a copy costs a few integer instructions
+  // (the main loop is otherwise short of issue slots: docs/perf-notes.md, split-KV v3).
+  template <RowSource kSource>
   __device__ __forceinline__ static void key_tile(const SplitKvParams& p, std::uint32_t k_tile, std::uint32_t v_tile,
                                                   const Sequence& s, int b, int kv_head, int key0, int key_end,
-                                                  const int* pages, int thread) {
-    const auto* k = static_cast<const Element*>(p.k);
-    const auto* v = static_cast<const Element*>(p.v);
+                                                  const KeyRow* rows, int thread) {
     const int row0 = thread / kChunks, chunk = thread % kChunks;
-    const std::int64_t k_base = std::int64_t(kv_head) * p.k_head + chunk * kChunkElements;
-    const std::int64_t v_base = std::int64_t(kv_head) * p.v_head + chunk * kChunkElements;
+    const auto* k = static_cast<const Element*>(p.k) + std::int64_t(kv_head) * p.k_head + chunk * kChunkElements;
+    const auto* v = static_cast<const Element*>(p.v) + std::int64_t(kv_head) * p.v_head + chunk * kChunkElements;
+    const int valid_rows = key_end - key0;  // rows ≥ this read as zeros
+    const std::uint32_t k_dst = k_tile + KVTile::offset(row0, chunk), v_dst = v_tile + KVTile::offset(row0, chunk);
+    // The swizzle repeats every 8 rows: with a step of 8 rows or more the destinations are one base plus constants.
+    auto dst_offset = [&](int i) {
+      return kRowStep % 8 == 0 ? std::uint32_t(i * kRowStep * KVTile::kRowBytes)
+                               : KVTile::offset(row0 + i * kRowStep, chunk) - KVTile::offset(row0, chunk);
+    };
+    if constexpr (kSource == RowSource::packed) {
+      const std::int64_t first = std::int64_t(s.k_begin) + key0 + row0;
+      const Element* k_row = k + first * p.k_row;
+      const Element* v_row = v + first * p.v_row;
+      const std::int64_t k_step = kRowStep * p.k_row, v_step = kRowStep * p.v_row;
 #pragma unroll
-    for (int i = 0; i < Traits::kBlockN / kRowStep; ++i) {
-      const int row = row0 + i * kRowStep;
-      const int key = key0 + row;
-      bool valid;
-      std::int64_t k_at, v_at;
-      if (p.block_table != nullptr) {
-        const int page = pages != nullptr ? pages[row] : page_of(p, b, key, key_end);
-        valid = page >= 0;
-        const int in_page = p.page_shift >= 0 ? key & (p.page_size - 1) : key % p.page_size;
-        k_at = std::int64_t(page) * p.k_page + std::int64_t(in_page) * p.k_row;
-        v_at = std::int64_t(page) * p.v_page + std::int64_t(in_page) * p.v_row;
-      } else {
-        valid = key < key_end;
-        k_at = std::int64_t(s.k_begin + key) * p.k_row;
-        v_at = std::int64_t(s.k_begin + key) * p.v_row;
+      for (int i = 0; i < Traits::kBlockN / kRowStep; ++i, k_row += k_step, v_row += v_step) {
+        const bool valid = row0 + i * kRowStep < valid_rows;
+        flash::ptx::cp_async_16(k_dst + dst_offset(i), valid ? k_row : k, valid);
+        flash::ptx::cp_async_16(v_dst + dst_offset(i), valid ? v_row : v, valid);
       }
-      const std::uint32_t at = KVTile::offset(row, chunk);
-      flash::ptx::cp_async_16(k_tile + at, valid ? k + k_base + k_at : k, valid);
-      flash::ptx::cp_async_16(v_tile + at, valid ? v + v_base + v_at : v, valid);
+    } else {
+#pragma unroll
+      for (int i = 0; i < Traits::kBlockN / kRowStep; ++i) {
+        const int row = row0 + i * kRowStep;
+        const KeyRow at = rows[row];
+        const bool valid = at.k >= 0;
+        flash::ptx::cp_async_16(k_dst + dst_offset(i), valid ? k + at.k : k, valid);
+        flash::ptx::cp_async_16(v_dst + dst_offset(i), valid ? v + at.v : v, valid);
+      }
     }
   }
 };

@@ -36,8 +36,8 @@ struct SplitKvTraits {
   using QTile = flash::SmemTile<kRows, kHeadDim>;
   using KVTile = flash::SmemTile<kBlockN, kHeadDim>;
   static constexpr int kQBytes = QTile::kBytes;
-  // Paged caches: the pages of the next key tiles, two tiles of 64 ints (split_kv_load.cuh, prefetch_pages).
-  static constexpr int kPagesBytes = 2 * kBlockN * 4;
+  // Paged caches: the key rows of the next kStages key tiles, 64 (K, V) offsets each (split_kv_load.cuh, KeyRow).
+  static constexpr int kPagesBytes = kStages * kBlockN * 16;
   static constexpr int kStageBytes = 2 * KVTile::kBytes;  // K then V
   // After the loop each warp leaves its rows' partial O (f32, rows padded by 8 floats against bank conflicts)
   // and their m and l where the stages were.
