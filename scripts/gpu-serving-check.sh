@@ -7,10 +7,14 @@
 #      and racecheck over one split decode (the stages reused as the merge buffer);
 #   3. `attnlab decode` over the decode grid (batch 1 and 64, contexts 1k … 128k, GQA 32/8, contiguous and paged
 #      with 64-key pages; MHA and MQA at 32k) and bench/decode_peers.py (torch SDPA's backends, FlashAttention's
-#      flash_attn_with_kvcache where installed) on the same grid.
-#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3").
+#      flash_attn_with_kvcache where installed) on the same grid;
+#   4. `attnlab prefill` on the skewed (128 … 8k) and equal (8 × 2k) mixes, with and without a causal mask, the
+#      packed call on path auto (the sm_90a kernel where core/dispatch_policy.h's varlen rule picks it) and on
+#      flash-sm80 (the split-KV kernel), beside the padded and uniform calls.
+#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4").
 #   serving-check.sh [OUT_DIR]
-# Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,decode.jsonl,decode-peers.jsonl,summary.txt}. Exits 1 when
+# Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,synccheck.txt,decode.jsonl,decode-peers.jsonl,
+# prefill.jsonl,summary.txt}. Exits 1 when
 # a test fails, a sanitizer reports anything or a step runs out of time.
 set -uo pipefail
 dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,7 +22,7 @@ out="${1:-$dist/serving-check}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 export LD_LIBRARY_PATH="$dist/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-steps=" ${ATTNLAB_SERVING_STEPS:-1 2 3} "
+steps=" ${ATTNLAB_SERVING_STEPS:-1 2 3 4} "
 status=0
 SECONDS=0
 say() { echo "$*" | tee -a "$out/summary.txt"; }
@@ -35,12 +39,16 @@ fi
 if [[ "$steps" == *" 2 "* ]]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   bounded 240 "$sanitizer" --tool memcheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
-    --gtest_filter='GpuVarlenForward.DeviceLengthsOutOfRangeStayInBounds:GpuVarlenForward.CallerWorkspace:GpuAppendKV*' \
+    --gtest_filter='GpuVarlenForward.DeviceLengthsOutOfRangeStayInBounds:GpuVarlenForward.CallerWorkspace:GpuAppendKV*:GpuVarlenForwardSm90.PartialBlocksBetweenSequences' \
     > "$out/memcheck.txt" 2>&1 || status=1
   say "memcheck: $(grep -hE 'ERROR SUMMARY' "$out/memcheck.txt" | tail -1) (${SECONDS}s)"
   bounded 240 "$sanitizer" --tool racecheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
-    --gtest_filter='GpuVarlenForward.CallerWorkspace' > "$out/racecheck.txt" 2>&1 || status=1
+    --gtest_filter='GpuVarlenForward.CallerWorkspace:GpuVarlenForwardSm90.PartialBlocksBetweenSequences' \
+    > "$out/racecheck.txt" 2>&1 || status=1
   say "racecheck: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/racecheck.txt" | tail -1) (${SECONDS}s)"
+  bounded 240 "$sanitizer" --tool synccheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
+    --gtest_filter='GpuVarlenForwardSm90.PartialBlocksBetweenSequences' > "$out/synccheck.txt" 2>&1 || status=1
+  say "synccheck: $(grep -hE 'ERROR SUMMARY' "$out/synccheck.txt" | tail -1) (${SECONDS}s)"
 fi
 
 if [[ "$steps" == *" 3 "* ]]; then
@@ -53,6 +61,17 @@ if [[ "$steps" == *" 3 "* ]]; then
   bounded 200 python3 "$dist/bench/decode_peers.py" --batch 1,64 --context 1024,4096,16384,32768,131072 \
     --heads 32/8 --head-dim 128 --out "$out/decode-peers.jsonl" > "$out/decode-peers.txt" 2>&1 || status=1
   say "peers: $(wc -l < "$out/decode-peers.jsonl" 2>/dev/null || echo 0) rows (${SECONDS}s)"
+fi
+if [[ "$steps" == *" 4 "* ]]; then
+  for mix in skewed equal; do
+    for mask in "" --causal; do
+      for path in auto flash-sm80; do
+        bounded 120 "$dist/bin/attnlab" prefill --mix "$mix" --heads 32/8 --head-dim 128 $mask --path "$path" \
+          --jsonl "$out/prefill.jsonl" >> "$out/prefill.txt" 2>&1 || status=1
+      done
+    done
+  done
+  say "attnlab prefill: $(wc -l < "$out/prefill.jsonl" 2>/dev/null || echo 0) rows (${SECONDS}s)"
 fi
 say "serving-check: status $status (${SECONDS}s)"
 exit $status

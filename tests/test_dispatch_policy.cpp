@@ -153,4 +153,18 @@ TEST(DispatchPolicy, EveryRowNamesKnownPathsAndCitesEvidence) {
   }
 }
 
+// Packed batches: prefill-shaped ones (whole 128-row blocks that fill the GPU) go to the sm_90a kernel, decode
+// and paged caches to the split-KV kernel.
+TEST(DispatchPolicy, VarlenPrefillOnTheSm90KernelDecodeOnSplitKv) {
+  using attnlab::core::varlen_prefers_sm90;
+  using attnlab::core::VarlenTraits;
+  EXPECT_TRUE(varlen_prefers_sm90(VarlenTraits{false, 8192, 16 * 32, 132}));
+  EXPECT_FALSE(varlen_prefers_sm90(VarlenTraits{true, 8192, 16 * 32, 132})) << "paged";
+  EXPECT_FALSE(varlen_prefers_sm90(VarlenTraits{false, 1, 64 * 32, 132})) << "decode at B = 64";
+  EXPECT_FALSE(varlen_prefers_sm90(VarlenTraits{false, 16, 64 * 32, 132})) << "16 queries per sequence";
+  EXPECT_FALSE(varlen_prefers_sm90(VarlenTraits{false, 512, 4 * 8, 132})) << "a chunk of 512 against a long cache";
+  EXPECT_TRUE(varlen_prefers_sm90(VarlenTraits{false, 128, 132, 132}));
+  EXPECT_GT(std::string(attnlab::core::kVarlenPolicy).size(), 40u);
+}
+
 }  // namespace

@@ -84,6 +84,17 @@ const PolicyRow kRows[] = {
 
 }  // namespace
 
+bool varlen_prefers_sm90(const VarlenTraits& t) {
+  return !t.paged && t.max_seqlen_q >= 128 && t.query_blocks >= t.sm_count;
+}
+
+const char* const kVarlenPolicy =
+    "packed keys, some sequence with at least 128 queries, and at least one 128-row block of queries per SM: the "
+    "sm_90a kernel (where it takes the call); otherwise the split-KV kernel. H200, `attnlab prefill` "
+    "(docs/results/h200/serving-prefill-sm90.jsonl): the split-KV kernel runs prefill at 205–228 useful TFLOP/s, "
+    "the sm_90a kernel's padded calls at 500–600; decode (1–16 queries per sequence) stays on the split-KV kernel, "
+    "which packs a KV head's query heads into one tile and splits the keys when the batch cannot fill the GPU";
+
 const PolicyRow& policy_row(const CallTraits& traits) {
   for (const PolicyRow& row : kRows)
     if (row.matches(traits)) return row;

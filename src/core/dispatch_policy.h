@@ -38,6 +38,21 @@ struct PolicyRow {
 // The rows, first match wins (dispatch_policy.cpp). Every problem matches exactly one row's condition or the last.
 const PolicyRow& policy_row(const CallTraits& traits);
 
+// Packed variable-length batches on the GPU (include/attnlab/serving.h): which of flash's two kernels `flash` and
+// `auto` run them on. The split-KV kernel (cuda/serving/split_kv.h: any GPU from sm_80, packed or paged keys, GQA
+// rows packed into one tile, keys split across blocks) is made for decode; the sm_90a kernel (cuda/flash_sm90/
+// varlen.h) for prefill, where whole 128-row blocks of one head fill the GPU.
+struct VarlenTraits {
+  bool paged = false;
+  std::int64_t max_seqlen_q = 0;
+  std::int64_t query_blocks = 0;  // 128-row blocks of (sequence, query head) with at least one row
+  int sm_count = 0;
+};
+// Whether the sm_90a kernel should run the batch, when it takes the call (its rules are the path's to check).
+bool varlen_prefers_sm90(const VarlenTraits& traits);
+// The condition in words and the measurement it rests on.
+extern const char* const kVarlenPolicy;
+
 // Compute capability × 10 of CUDA device `index`, or 0 when this build has no CUDA paths or no such device
 // (defined next to the registration list, which knows whether CUDA is compiled in).
 int device_compute_capability(int index);

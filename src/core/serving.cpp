@@ -1,8 +1,9 @@
 // The serving calls (include/attnlab/serving.h). On the CPU a packed or paged batch runs one sequence at a time:
 // each sequence is a padded call of batch 1 (attnlab::forward) whose views point into the packed tensors, with a
 // paged sequence's keys gathered from its pages into a host buffer first; attention sinks then rescale each row
-// (below). The per-sequence call is the reference the GPU kernel is checked against. GPU tensors go to the
-// split-KV kernel (cuda/serving/split_kv.h); append_kv copies rows on the CPU here and on the GPU in
+// (below). The per-sequence call is the reference the GPU kernels are checked against. GPU tensors go to the
+// split-KV kernel (cuda/serving/split_kv.h) or to the sm_90a kernel (cuda/flash_sm90/varlen.h), by path name or by
+// core/dispatch_policy.h's varlen_prefers_sm90; append_kv copies rows on the CPU here and on the GPU in
 // cuda/serving/append_kv.cu.
 #include "attnlab/serving.h"
 
@@ -17,11 +18,13 @@
 #include "attnlab/version.h"  // ATTNLAB_WITH_CUDA
 
 #include "core/context_impl.h"
+#include "core/dispatch_policy.h"
 #include "core/error.h"
 #include "core/numeric.h"
 #include "core/validate_serving.h"
 #if ATTNLAB_WITH_CUDA
 #include "cuda/common/device.h"
+#include "cuda/flash_sm90/varlen.h"
 #include "cuda/serving/split_kv.h"
 #endif
 
@@ -147,26 +150,54 @@ void write_unseen_rows(const VarlenForwardArgs& a, const SequenceSpan& s) {
                           : static_cast<const float*>(a.sinks.data)[n * a.sinks.strides[0]];
 }
 
-// The paths that run packed and paged batches on the GPU: flash's split-KV kernel, under each of its names.
-bool runs_split_kv(const std::string& path) { return path == "auto" || path == "flash" || path == "flash-sm80"; }
+// The GPU kernels that run packed and paged batches, and which one a path name runs (docs/serving.md): flash-sm80
+// the split-KV kernel, flash-sm90 the sm_90a kernel, flash and auto the one core/dispatch_policy.h prefers, or the
+// other where only that one takes the call.
+enum class GpuKernel { split_kv, sm90 };
 
-std::optional<std::string> gpu_refusal(Context& ctx, const std::string& path, const VarlenForwardArgs& a,
-                                       const VarlenLayout& l) {
-  if (path == "flash-sm90")
-    return "path flash-sm90: packed and paged layouts are not in the sm_90 kernel yet; path flash (flash-sm80's "
-           "split-KV kernel) runs them (docs/serving.md)";
-  if (!runs_split_kv(path))
-    return fmt::format("path {}: packed and paged layouts on the GPU run on path flash (flash-sm80's split-KV "
-                       "kernel), on the CPU on cpu-naive and cpu-flash (docs/serving.md)",
-                       path);
+struct GpuRoute {
+  std::optional<std::string> refusal;
+  GpuKernel kernel = GpuKernel::split_kv;
+};
+
 #if ATTNLAB_WITH_CUDA
-  if (auto why = cuda::cuda_unavailable()) return fmt::format("path {}: {}", path, *why);
-  if (auto why = cuda::serving::split_kv_refusal(a, l, ctx.impl().tuning))
-    return fmt::format("path {}: {}", path, *why);
-  return std::nullopt;
+// 128-row blocks of (sequence, query head) that hold a row: from the host lengths when the layout has them, else
+// from max_seqlen_q for every sequence.
+std::int64_t query_blocks(const VarlenForwardArgs& a, const VarlenLayout& l) {
+  if (l.sequences.empty()) return (a.max_seqlen_q + 127) / 128 * l.B * l.N;
+  std::int64_t blocks = 0;
+  for (const SequenceSpan& s : l.sequences) blocks += (s.q_len + 127) / 128 * l.N;
+  return blocks;
+}
+#endif
+
+GpuRoute gpu_route(Context& ctx, const std::string& path, const VarlenForwardArgs& a, const VarlenLayout& l) {
+  const bool split_kv_name = path == "flash-sm80", sm90_name = path == "flash-sm90";
+  if (!split_kv_name && !sm90_name && path != "auto" && path != "flash")
+    return {fmt::format("path {}: packed and paged layouts on the GPU run on path flash (flash-sm80's split-KV "
+                        "kernel, flash-sm90's kernel), on the CPU on cpu-naive and cpu-flash (docs/serving.md)",
+                        path)};
+#if ATTNLAB_WITH_CUDA
+  if (auto why = cuda::cuda_unavailable()) return {fmt::format("path {}: {}", path, *why)};
+  const Tuning& tuning = ctx.impl().tuning;
+  if (sm90_name) {
+    if (auto why = cuda::sm90::varlen_refusal(a, l, tuning)) return {fmt::format("path {}: {}", path, *why)};
+    return {std::nullopt, GpuKernel::sm90};
+  }
+  std::optional<std::string> split_kv_why = cuda::serving::split_kv_refusal(a, l, tuning);
+  if (split_kv_name) {
+    if (split_kv_why) return {fmt::format("path {}: {}", path, *split_kv_why)};
+    return {std::nullopt, GpuKernel::split_kv};
+  }
+  const core::VarlenTraits traits{l.paged, a.max_seqlen_q, query_blocks(a, l),
+                                  cuda::device_properties(a.q.device_index).sm_count};
+  const std::optional<std::string> sm90_why = cuda::sm90::varlen_refusal(a, l, tuning);
+  if (!sm90_why && (core::varlen_prefers_sm90(traits) || split_kv_why)) return {std::nullopt, GpuKernel::sm90};
+  if (split_kv_why) return {fmt::format("path {}: {}; flash-sm90: {}", path, *split_kv_why, *sm90_why)};
+  return {std::nullopt, GpuKernel::split_kv};
 #else
   (void)ctx, (void)a, (void)l;
-  return fmt::format("path {}: this build has no CUDA", path);
+  return {fmt::format("path {}: this build has no CUDA", path)};
 #endif
 }
 
@@ -175,7 +206,7 @@ std::optional<std::string> gpu_refusal(Context& ctx, const std::string& path, co
 // for all; a batch without one asks a one-row call of the same kind.
 std::optional<std::string> refusal(Context& ctx, const std::string& path, const VarlenForwardArgs& a,
                                    const VarlenLayout& l) {
-  if (l.device == Device::cuda) return gpu_refusal(ctx, path, a, l);
+  if (l.device == Device::cuda) return gpu_route(ctx, path, a, l).refusal;
   for (std::int64_t b = 0; b < l.B; ++b) {
     const SequenceSpan& s = l.sequences[std::size_t(b)];
     if (s.q_len > 0 && s.kv_len > 0) return why_not(ctx, path, SequenceCall(a, b, s).args);
@@ -201,8 +232,10 @@ std::optional<std::string> why_not(Context& ctx, const std::string& path, const 
 std::size_t workspace_size(Context& ctx, const VarlenForwardArgs& args) {
   const VarlenLayout layout = core::validate(args);
   if (layout.device != Device::cuda) return 0;
-  if (auto why = refusal(ctx, args.options.path, args, layout)) core::fail(ErrorCode::unsupported, "{}", *why);
+  const GpuRoute route = gpu_route(ctx, args.options.path, args, layout);
+  if (route.refusal) core::fail(ErrorCode::unsupported, "{}", *route.refusal);
 #if ATTNLAB_WITH_CUDA
+  if (route.kernel == GpuKernel::sm90) return 0;  // the offsets are read in place
   return cuda::serving::split_kv_workspace_bytes(args, layout, ctx.impl().tuning);
 #else
   return 0;
@@ -211,16 +244,22 @@ std::size_t workspace_size(Context& ctx, const VarlenForwardArgs& args) {
 
 RunInfo forward(Context& ctx, const VarlenForwardArgs& args) {
   const VarlenLayout layout = core::validate(args);
-  if (auto why = refusal(ctx, args.options.path, args, layout)) core::fail(ErrorCode::unsupported, "{}", *why);
   if (layout.device == Device::cuda) {
+    const GpuRoute route = gpu_route(ctx, args.options.path, args, layout);
+    if (route.refusal) core::fail(ErrorCode::unsupported, "{}", *route.refusal);
 #if ATTNLAB_WITH_CUDA
     Context::Impl& impl = ctx.impl();
     impl.device_allocations = 0;
     impl.last_workspace_bytes = 0;
+    if (route.kernel == GpuKernel::sm90) {
+      cuda::sm90::run_varlen(ctx, args, layout);
+      return RunInfo{"flash-sm90", 0, 0};
+    }
     cuda::serving::run_split_kv(ctx, args, layout);
     return RunInfo{"flash-sm80", impl.last_workspace_bytes, impl.device_allocations};
 #endif
   }
+  if (auto why = refusal(ctx, args.options.path, args, layout)) core::fail(ErrorCode::unsupported, "{}", *why);
   RunInfo info{args.options.path, 0, 0};
   std::vector<float> own_lse;  // the sequence's LSE when sinks need it and the caller asked for none
   for (std::int64_t b = 0; b < layout.B; ++b) {

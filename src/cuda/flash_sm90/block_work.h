@@ -7,10 +7,13 @@
 
 namespace attnlab::cuda::sm90 {
 
-// Where a block works: its query rows [m0, m0 + kBlockM), head, batch, KV head, and its key tiles.
+// Where a block works: its query rows [m0, m0 + kBlockM), head, batch, KV head, and its key tiles. Rows and keys
+// count from the sequence's start, which is row q_row0 of Q and O and row kv_row0 of K and V at batch index
+// map_batch of the tensor maps (0, 0, batch for a padded batch; the sequence's offsets, 0 for a packed one).
 struct BlockWork {
   int m0, head, batch, kv_head;
   int q_len, kv_len;
+  int q_row0, kv_row0, map_batch;
   int tile_begin, tile_end;        // key tiles [tile_begin, tile_end) of kBlockN keys
   int full_begin, full_end;        // keys every row of the block sees
   __device__ __forceinline__ int tiles() const { return tile_end > tile_begin ? tile_end - tile_begin : 0; }

@@ -17,11 +17,57 @@
 #include "cuda/common/device.h"
 #include "cuda/common/seqlens.h"
 #include "cuda/flash/make_params.h"
+#include "cuda/flash_sm90/call_rules.h"
 #include "cuda/flash_sm90/launch.h"
 #include "cuda/flash_sm90/tensor_maps.h"
 
 namespace attnlab::cuda {
 namespace sm90 {
+
+// Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2–s4
+// take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
+// scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that
+// carries the tanh (the others keep their registers and instructions for the plain softmax).
+int call_version(const core::Problem& p) {
+  const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
+  return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
+}
+
+std::optional<std::string> call_rules(const core::Problem& p) {
+  if (p.direction == core::Direction::backward)
+    return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16)
+    return fmt::format("{} inputs unsupported; use f16 or bf16", to_string(p.dtype));
+  const auto& d = p.dims;
+  if (!has_instance(DType::bf16, 128, 128))
+    return std::string("this build has no sm_90a kernels (its CUDA architectures did not include 90a)");
+  if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
+    return fmt::format("head dims {}/{} unsupported; it has 64, 96, 128, 192, 256 and 192/128 (other head dims "
+                       "run on path=flash)",
+                       d.Hqk, d.Hv);
+  const DeviceProperties& dev = device_properties(p.device_index);
+  if (dev.cc_major != 9 || dev.cc_minor != 0)
+    return fmt::format("needs compute capability 9.0 (its kernels are sm_90a code; this GPU is {}.{}): use "
+                       "path=flash",
+                       dev.cc_major, dev.cc_minor);
+  // A bias or boolean mask is a (T, S) tensor read per score: the sm_80 family's per-element path carries it.
+  if (!p.bias.empty() || !p.bool_mask.empty())
+    return std::string("bias and boolean masks run on path=flash-sm80 (path=flash chooses it)");
+  if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
+  if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
+  if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
+    return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
+  if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
+    return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
+                       "s4; s0 was retired)",
+                       p.tuning->flash_config);
+  if (!version_built(int(d.Hqk), call_version(p)))
+    return fmt::format("flash_config = {} (s{}) is not built at head dim {} (it spilled registers there and measured "
+                       "slower than s2, the default)",
+                       call_version(p), call_version(p), d.Hqk);
+  return tensor_map_rule(p);
+}
+
 namespace {
 
 constexpr const char* kName = "flash-sm90";
@@ -37,22 +83,22 @@ class FlashSm90Path final : public core::Path {
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
-  std::optional<std::string> why_not(const core::Problem& p) const override { return rules(p); }
+  std::optional<std::string> why_not(const core::Problem& p) const override { return call_rules(p); }
   // Scratch: per-batch lengths that must be placed on the device (host tensors, strided ones), 2·B int32.
   core::Verdict plan(Context::Impl& ctx, const core::Problem& p) const override {
-    if (auto why = rules(p)) return {why, 0};
+    if (auto why = call_rules(p)) return {why, 0};
     const std::size_t bytes = seqlens_scratch_bytes(p);
     return {scratch_refusal(ctx, p, bytes, static_cast<cudaStream_t>(ctx.stream)), bytes};
   }
 
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
-    if (auto why = rules(p)) return why;  // before anything is built, placed or launched
+    if (auto why = call_rules(p)) return why;  // before anything is built, placed or launched
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
     if (p.has_seqlens())
       if (auto why = scratch_refusal(ctx, p, seqlens_scratch_bytes(p), stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    const int v = version(p);
+    const int v = call_version(p);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens()) {
@@ -70,50 +116,6 @@ class FlashSm90Path final : public core::Path {
     return std::nullopt;
   }
 
- private:
-  // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2–s4
-  // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
-  // scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that
-  // carries the tanh (the others keep their registers and instructions for the plain softmax).
-  static int version(const core::Problem& p) {
-    const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
-    return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
-  }
-
-  static std::optional<std::string> rules(const core::Problem& p) {
-    if (p.direction == core::Direction::backward)
-      return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
-    if (p.dtype != DType::f16 && p.dtype != DType::bf16)
-      return fmt::format("{} inputs unsupported; use f16 or bf16", to_string(p.dtype));
-    const auto& d = p.dims;
-    if (!has_instance(DType::bf16, 128, 128))
-      return std::string("this build has no sm_90a kernels (its CUDA architectures did not include 90a)");
-    if (!has_instance(p.dtype, int(d.Hqk), int(d.Hv)))
-      return fmt::format("head dims {}/{} unsupported; it has 64, 96, 128, 192, 256 and 192/128 (other head dims "
-                         "run on path=flash)",
-                         d.Hqk, d.Hv);
-    const DeviceProperties& dev = device_properties(p.device_index);
-    if (dev.cc_major != 9 || dev.cc_minor != 0)
-      return fmt::format("needs compute capability 9.0 (its kernels are sm_90a code; this GPU is {}.{}): use "
-                         "path=flash",
-                         dev.cc_major, dev.cc_minor);
-    // A bias or boolean mask is a (T, S) tensor read per score: the sm_80 family's per-element path carries it.
-    if (!p.bias.empty() || !p.bool_mask.empty())
-      return std::string("bias and boolean masks run on path=flash-sm80 (path=flash chooses it)");
-    if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
-    if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
-    if ((d.T + kBlockM - 1) / kBlockM * d.N * d.B >= (std::int64_t(1) << 31))
-      return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
-    if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
-      return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                         "s4; s0 was retired)",
-                         p.tuning->flash_config);
-    if (!version_built(int(d.Hqk), version(p)))
-      return fmt::format("flash_config = {} (s{}) is not built at head dim {} (it spilled registers there and measured "
-                         "slower than s2, the default)",
-                         version(p), version(p), d.Hqk);
-    return tensor_map_rule(p);
-  }
 };
 
 }  // namespace

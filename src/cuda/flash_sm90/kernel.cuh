@@ -40,12 +40,12 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     if constexpr (Traits::kPersistent) {
       std::uint32_t step0 = 0, i = 0;
       for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance(), ++i) {
-        const BlockWork w = block_work<Traits>(p, walk.coord(p));
+        const BlockWork w = block_work<Traits>(kp, walk.coord(p));
         produce<Traits>(kp, pipe, smem, w, BlockSchedule{step0, i & 1u, i == 0, walk.last(p)});
         step0 += std::uint32_t(w.tiles());
       }
     } else {
-      produce<Traits>(kp, pipe, smem, block_work<Traits>(p, flash::block_coord(p)), BlockSchedule{});
+      produce<Traits>(kp, pipe, smem, block_work<Traits>(kp, flash::block_coord(p)), BlockSchedule{});
     }
     return;
   }
@@ -66,13 +66,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     // other fields follow from them): at head dim 256 O leaves the consumers no register to spare.
     std::uint32_t step0 = 0, i = 0;
     for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance(), ++i) {
-      const BlockWork w = block_work<Traits>(p, walk.coord(p));
+      const BlockWork w = block_work<Traits>(kp, walk.coord(p));
       const BlockSchedule at{step0, i & 1u, i == 0, walk.last(p)};
       step0 += std::uint32_t(w.tiles());
       run_block(w, at);
     }
   } else {
-    run_block(block_work<Traits>(p, flash::block_coord(p)), BlockSchedule{});
+    run_block(block_work<Traits>(kp, flash::block_coord(p)), BlockSchedule{});
   }
 #endif
 }

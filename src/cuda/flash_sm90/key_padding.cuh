@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "cuda/flash/flash_params.h"
 #include "cuda/flash_sm90/block_work.h"
+#include "cuda/flash_sm90/params.h"
 #include "cuda/flash_sm90/ptx.cuh"
 
 namespace attnlab::cuda::sm90 {
@@ -20,11 +20,13 @@ constexpr int kKeyPaddingBarrier = 5;
 // `v_tile`: the shared-memory V slot of the block's last key tile, whose bytes have landed. Uniform over the CTA:
 // every consumer thread calls it, and all of them return without a barrier when the tile has no padding row.
 template <class Traits>
-__device__ __forceinline__ void clear_keys_past_length(const flash::FlashParams& p, const BlockWork& w,
+__device__ __forceinline__ void clear_keys_past_length(const KernelParams& kp, const BlockWork& w,
                                                        std::uint32_t v_tile, int consumer) {
   const int key0 = (w.tile_end - 1) * Traits::kBlockN;
-  const int first = w.kv_len - key0;                // first padding row of the tile
-  const int end = min(Traits::kBlockN, p.S - key0);  // rows from S on arrived as zeros (TMA's out-of-bounds fill)
+  const int first = w.kv_len - key0;  // first padding row of the tile
+  // Padded batches: rows from S on arrived as zeros (TMA's out-of-bounds fill). Packed ones: the rows past the
+  // sequence are the next sequence's keys, to be cleared as well.
+  const int end = kp.packed.cu_q != nullptr ? Traits::kBlockN : min(Traits::kBlockN, kp.p.S - key0);
   if (first >= end) return;
   if (consumer == 0) {
     // Within a column slice the rows [first, end) are contiguous: zero them 16 bytes per thread and step.

@@ -31,7 +31,7 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
 #pragma unroll
     for (int h = 0; h < Traits::kQKSlices; ++h)
       ptx::tma_load(smem + Traits::kKOffset + slot * Traits::kKBytes + h * Traits::kKVSliceBytes, &kp.k,
-                    pipe.k_full(slot), Traits::kSliceCols * h, j * Traits::kBlockN, w.kv_head, w.batch);
+                    pipe.k_full(slot), Traits::kSliceCols * h, w.kv_row0 + j * Traits::kBlockN, w.kv_head, w.map_batch);
   };
   auto load_v = [&](int j, std::uint32_t step) {
     const int slot = Pipeline<Traits>::slot(step);
@@ -40,7 +40,7 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
 #pragma unroll
     for (int h = 0; h < Traits::kVSlices; ++h)
       ptx::tma_load(smem + Traits::kVOffset + slot * Traits::kVBytes + h * Traits::kKVSliceBytes, &kp.v,
-                    pipe.v_full(slot), Traits::kSliceCols * h, j * Traits::kBlockN, w.kv_head, w.batch);
+                    pipe.v_full(slot), Traits::kSliceCols * h, w.kv_row0 + j * Traits::kBlockN, w.kv_head, w.map_batch);
   };
   const int tiles = w.tiles();
   if (tiles > 0) load_k(w.tile_begin, at.step0);
@@ -49,7 +49,7 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
 #pragma unroll
   for (int h = 0; h < Traits::kQKSlices; ++h)
     ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQSliceBytes, &kp.q, pipe.q_full(), Traits::kSliceCols * h,
-                  w.m0, w.head, w.batch);
+                  w.q_row0 + w.m0, w.head, w.map_batch);
   if (tiles > 0) load_v(w.tile_begin, at.step0);
   for (int i = 1; i < tiles; ++i) {
     load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
@@ -234,7 +234,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
 
   const std::uint32_t last = s0 + std::uint32_t(tiles - 1);
   pipe.wait_v(last);
-  clear_keys_past_length<Traits>(kp.p, w, v_tile<Traits>(smem, last), consumer);
+  clear_keys_past_length<Traits>(kp, w, v_tile<Traits>(smem, last), consumer);
   turns.begin(tiles);
   c.mma.issue_pv(o, a, v_tile<Traits>(smem, last));
   turns.end(tiles);

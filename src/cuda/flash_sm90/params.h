@@ -5,12 +5,30 @@
 
 #include <cuda.h>
 
+#include <cstdint>
+
 #include "cuda/flash/flash_params.h"
 
 namespace attnlab::cuda::sm90 {
 
+// A packed variable-length batch (include/attnlab/serving.h): sequence b's query rows start at row cu_q[b] of Q
+// and O, its keys at row cu_k[b] of K and V, each tensor mapped as one batch of all its rows; p.T and p.S are the
+// maximum lengths (the grid's extent) and p.B the sequences. The offsets are read on the device and clamped to the
+// tensors' rows. cu_q == nullptr: a padded batch, sequence b at batch index b.
+struct PackedRows {
+  const std::int32_t* cu_q = nullptr;
+  const std::int32_t* cu_k = nullptr;
+  std::int64_t cu_q_stride = 1, cu_k_stride = 1;
+  int total_q = 0, total_k = 0;  // rows of Q (and O) and of K (and V)
+};
+
 struct KernelParams {
   flash::FlashParams p;
+  PackedRows packed;
+  // Attention sinks (gpt-oss): one logit per query head in the softmax's denominator (the epilogue folds it in),
+  // or null.
+  const float* sinks = nullptr;
+  std::int64_t sinks_stride = 1;
   // 4-D maps over (head dim, sequence, heads, batches), boxes of one swizzled row's columns (64 of 128 bytes, or
   // 32 of 64 bytes at head dim 96: traits.h) × 128 rows for Q, a key tile's rows for K and V and 64 rows for O
   // (one consumer warpgroup's rows).

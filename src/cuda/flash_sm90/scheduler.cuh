@@ -7,18 +7,42 @@
 #include "cuda/flash/mask.cuh"
 #include "cuda/flash/scheduler.cuh"
 #include "cuda/flash_sm90/mainloop.cuh"
+#include "cuda/flash_sm90/params.h"
 
 namespace attnlab::cuda::sm90 {
 
+// Rows [begin, begin + len) of packed sequence b from its offsets, clamped to the tensor's rows and to the maximum
+// length the grid was sized by, so that offsets out of range cannot send a load or a store outside the tensor.
+struct SequenceRows {
+  int begin, len;
+};
+__device__ __forceinline__ SequenceRows sequence_rows(const std::int32_t* cu, std::int64_t stride, int b, int total,
+                                                      int max_len) {
+  const int begin = min(max(cu[b * stride], 0), total);
+  const int end = min(max(cu[(b + 1) * stride], begin), total);
+  return {begin, min(end - begin, max_len)};
+}
+
 template <class Traits>
-__device__ __forceinline__ BlockWork block_work(const flash::FlashParams& p, const flash::BlockCoord& c) {
+__device__ __forceinline__ BlockWork block_work(const KernelParams& kp, const flash::BlockCoord& c) {
+  const flash::FlashParams& p = kp.p;
   BlockWork w{};
   w.m0 = c.m_block * Traits::kBlockM;
   w.head = c.head;
   w.batch = c.batch;
   w.kv_head = c.head / p.group;
-  w.q_len = flash::sequence_length(p.q_seqlens, c.batch, p.T);
-  w.kv_len = flash::sequence_length(p.kv_seqlens, c.batch, p.S);
+  if (kp.packed.cu_q != nullptr) {
+    const SequenceRows q = sequence_rows(kp.packed.cu_q, kp.packed.cu_q_stride, c.batch, kp.packed.total_q, p.T);
+    const SequenceRows k = sequence_rows(kp.packed.cu_k, kp.packed.cu_k_stride, c.batch, kp.packed.total_k, p.S);
+    w.q_row0 = q.begin, w.q_len = q.len;
+    w.kv_row0 = k.begin, w.kv_len = k.len;
+    w.map_batch = 0;
+  } else {
+    w.q_len = flash::sequence_length(p.q_seqlens, c.batch, p.T);
+    w.kv_len = flash::sequence_length(p.kv_seqlens, c.batch, p.S);
+    w.q_row0 = w.kv_row0 = 0;
+    w.map_batch = c.batch;
+  }
   const int valid_rows = min(Traits::kBlockM, w.q_len - w.m0);
   const flash::BlockKeys keys =
       valid_rows > 0 ? flash::block_keys(p.mask, w.m0, w.m0 + valid_rows - 1, w.q_len, w.kv_len) : flash::BlockKeys{};

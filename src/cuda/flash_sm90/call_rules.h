@@ -1,0 +1,18 @@
+// What the sm_90a kernel accepts and which version a call runs, for any problem handed to it: a padded call
+// (flash_sm90_path.cpp) or a packed variable-length batch described as one (varlen.cpp).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/problem.h"
+
+namespace attnlab::cuda::sm90 {
+
+// Why the kernel cannot run `p` (its rule, in words), or nullopt.
+std::optional<std::string> call_rules(const core::Problem& p);
+
+// The kernel version `p` runs (launch.h): Tuning::flash_config or the default, s1 where the others cannot.
+int call_version(const core::Problem& p);
+
+}  // namespace attnlab::cuda::sm90

@@ -1,0 +1,85 @@
+// The host side of a packed batch on the sm_90a kernel (varlen.h). The batch is described to the kernel's rules,
+// parameters and tensor maps as a padded problem of B sequences of the maximum lengths whose tensors are one batch
+// of total rows; the kernel parameters then say where each sequence's rows start (PackedRows) instead of which
+// batch index holds them.
+#include "cuda/flash_sm90/varlen.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "core/context_impl.h"
+#include "core/error.h"
+#include "cuda/common/device.h"
+#include "cuda/flash/make_params.h"
+#include "cuda/flash_sm90/call_rules.h"
+#include "cuda/flash_sm90/launch.h"
+#include "cuda/flash_sm90/tensor_maps.h"
+
+namespace attnlab::cuda::sm90 {
+namespace {
+
+// A packed (rows, heads, H) tensor as the (1, rows, heads, H) view the tensor maps take.
+TensorView as_one_batch(const TensorView& t) {
+  TensorView v = t;
+  v.rank = 4;
+  v.shape = {1, t.shape[0], t.shape[1], t.shape[2]};
+  v.strides = {t.shape[0] * t.strides[0], t.strides[0], t.strides[1], t.strides[2]};
+  return v;
+}
+
+core::Problem as_problem(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning) {
+  core::Problem p;
+  p.dims = {l.B, a.max_seqlen_q, a.max_seqlen_k, l.N, l.K, l.Hqk, l.Hv};
+  p.dtype = l.dtype;
+  p.device = Device::cuda;
+  p.device_index = a.q.device_index;
+  p.q = as_one_batch(a.q), p.k = as_one_batch(a.k), p.v = as_one_batch(a.v), p.o = as_one_batch(a.o);
+  p.scale = a.options.scale.value_or(float(1.0 / std::sqrt(double(l.Hqk))));  // as core/validate.cpp
+  p.softcap = a.options.softcap;
+  p.mask = a.options.mask;
+  p.workspace = a.workspace;
+  p.tuning = &tuning;
+  return p;
+}
+
+}  // namespace
+
+std::optional<std::string> varlen_refusal(const VarlenForwardArgs& a, const core::VarlenLayout& l,
+                                          const Tuning& tuning) {
+  if (l.paged)
+    return std::string("paged KV caches run on the split-KV kernel (path flash or flash-sm80), which reads pages "
+                       "through the block table");
+  if (a.k.shape[0] == 0 || l.total_q == 0)
+    return std::string("needs at least one packed query row and one key row (TMA maps no empty tensor)");
+  return call_rules(as_problem(a, l, tuning));
+}
+
+void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l) {
+  Context::Impl& impl = ctx.impl();
+  const core::Problem p = as_problem(a, l, impl.tuning);
+  if (a.max_seqlen_q == 0) return;  // no query rows: nothing to write
+  KernelParams params{};
+  params.p = flash::make_params(p, impl.tuning);
+  // Rows and offsets come from the packed layout, not from per-batch lengths or batch strides.
+  params.p.q_seqlens = params.p.kv_seqlens = nullptr;
+  if (!a.lse.empty()) {
+    params.p.lse = static_cast<float*>(a.lse.data);
+    params.p.lse_stride_b = 0, params.p.lse_stride_n = a.lse.strides[0], params.p.lse_stride_t = a.lse.strides[1];
+  }
+  params.packed.cu_q = static_cast<const std::int32_t*>(a.cu_seqlens_q.data);
+  params.packed.cu_k = static_cast<const std::int32_t*>(a.cu_seqlens_k.data);
+  params.packed.cu_q_stride = a.cu_seqlens_q.strides[0], params.packed.cu_k_stride = a.cu_seqlens_k.strides[0];
+  params.packed.total_q = int(l.total_q), params.packed.total_k = int(a.k.shape[0]);
+  if (!a.sinks.empty())
+    params.sinks = static_cast<const float*>(a.sinks.data), params.sinks_stride = a.sinks.strides[0];
+  const int version = call_version(p);
+  build_tensor_maps(p, version, params);
+  DeviceGuard guard(p.device_index);
+  launch_forward(p.dtype, int(l.Hqk), int(l.Hv), version, params, p.device_index,
+                 static_cast<cudaStream_t>(impl.stream));
+  impl.ran_member = "flash-sm90";
+}
+
+}  // namespace attnlab::cuda::sm90
