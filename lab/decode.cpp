@@ -23,6 +23,7 @@
 #include "case.h"
 #include "decode_inputs.h"
 #include "experiment.h"
+#include "gpu.h"
 #include "progress.h"
 #include "serving_lab.h"
 #include "table.h"
@@ -47,11 +48,15 @@ struct DecodeFlags : ServingFlags {
   std::vector<std::string> layouts = {"contiguous", "paged"};
   std::int64_t page_size = 64;
   std::vector<std::string> paths = {"auto"};
+  bool append = false;  // also time append_kv of the q_len new rows, and a device copy of the same bytes
 };
 
 struct DecodeRow : ServingRow {
   DecodeShape shape;
   std::string check;  // "passed", "failed", "reference", "skipped: …"; empty when the call did not run
+  // --append: append_kv of the new rows and cudaMemcpyAsync of the same bytes (GPU), ms per call
+  std::optional<double> append_ms, copy_ms;
+  double new_row_bytes = 0;
   std::optional<double> max_abs_err;
 
   bool ok() const { return ran && check != "failed"; }
@@ -77,6 +82,10 @@ std::string to_json_line(const DecodeRow& r) {
   put_times(j, r);
   j["tokens_per_s"] = number(r.tokens_per_s());
   j["kv_read_GBps"] = number(r.kv_gbps());
+  if (r.append_ms || r.copy_ms) {
+    j["append_ms"] = number(r.append_ms), j["copy_ms"] = number(r.copy_ms);
+    j["append_bytes"] = r.new_row_bytes;
+  }
   j["check"] = r.check.empty() ? Json(nullptr) : Json(r.check);
   j["max_abs_err"] = number(r.max_abs_err);
   put_outcome(j, r, r.ok());
@@ -100,8 +109,29 @@ struct Placed {
 };
 
 // Times `path` on the placed inputs, after one checked call.
+// --append: the decode loop's append_kv of the new rows into the same cache, timed like the attention call, and on
+// the GPU the copy engine moving the same bytes (one cudaMemcpyAsync each for K and V: what an append costs at
+// copy speed).
+void time_append(DecodeRow& row, const Placed& placed, const TimingPlan& plan, attnlab::Context& ctx) {
+  std::vector<attnlab::AppendKVArgs> appends;
+  for (const auto& set : placed.sets) appends.push_back(set->append_args());
+  row.new_row_bytes = placed.sets.front()->new_row_bytes();
+  row.append_ms = measure(row.device, [&](int i) { attnlab::append_kv(ctx, appends[std::size_t(i) % appends.size()]); },
+                          plan).ms_median;
+  if (row.device != attnlab::Device::cuda) return;
+  const std::size_t half = std::size_t(row.new_row_bytes / 2);
+  gpu::DeviceBuffer k_copy(half), v_copy(half);
+  row.copy_ms = measure(row.device,
+                        [&](int i) {
+                          const attnlab::AppendKVArgs& a = appends[std::size_t(i) % appends.size()];
+                          gpu::copy_on_device(k_copy.data(), a.k_new.data, half);
+                          gpu::copy_on_device(v_copy.data(), a.v_new.data, half);
+                        },
+                        plan).ms_median;
+}
+
 void run_path(DecodeRow& row, const Placed& placed, const TimingPlan& plan, int threads,
-              std::optional<std::vector<float>>& reference, std::uint64_t seed) {
+              std::optional<std::vector<float>>& reference, std::uint64_t seed, bool append) {
   const DecodeShape& s = row.shape;
   attnlab::Context ctx;
   ctx.set_num_threads(threads);
@@ -133,6 +163,7 @@ void run_path(DecodeRow& row, const Placed& placed, const TimingPlan& plan, int 
     const Timing t = measure(
         row.device, [&](int i) { attnlab::forward(ctx, calls[std::size_t(i) % calls.size()]); }, plan);
     row.record(t);
+    if (append && s.q_len <= s.S) time_append(row, placed, plan, ctx);
   } catch (const attnlab::Error& e) {
     row.record_failure(e);
     row.check.clear();
@@ -147,21 +178,31 @@ std::string si(double v) {
   return fmt::format("{:.0f}", v);
 }
 
-std::vector<std::string> cells(const DecodeRow& r, Footnotes& notes) {
+std::vector<std::string> cells(const DecodeRow& r, Footnotes& notes, bool append) {
   const DecodeShape& s = r.shape;
   const std::string layout =
       s.layout == KvLayout::paged ? fmt::format("paged {}", s.page_size) : std::string("contiguous");
   std::vector<std::string> out = {std::to_string(s.B), std::to_string(s.S), Heads{s.N, s.K}.label(), layout,
                                   r.path_cell()};
   if (!r.ran) {
-    out.insert(out.end(), {"did not run", "—", "—", "—", r.not_run_cell(notes)});
+    out.insert(out.end(), {"did not run", "—", "—", "—"});
+    if (append) out.insert(out.end(), {"—", "—", "—"});
+    out.push_back(r.not_run_cell(notes));
     return out;
   }
   std::string check = r.check;
   if (r.max_abs_err) check = fmt::format("{} {:.1e}", r.check == "passed" ? "ok" : "FAIL", *r.max_abs_err);
   out.insert(out.end(), {fmt_opt(r.ms ? std::optional<double>(*r.ms * 1e3) : std::nullopt, "{:.1f}"),
-                         si(*r.tokens_per_s()), fmt_opt(r.kv_gbps(), "{:.1f}"), check,
-                         r.sets > 1 ? fmt::format("{} input sets", r.sets) : std::string()});
+                         si(*r.tokens_per_s()), fmt_opt(r.kv_gbps(), "{:.1f}"), check});
+  if (append) {
+    const auto us = [](const std::optional<double>& ms) { return ms ? std::optional<double>(*ms * 1e3) : ms; };
+    const auto gbps = [&](const std::optional<double>& ms) {
+      return ms && *ms > 0 ? std::optional<double>(r.new_row_bytes / (*ms * 1e-3) / 1e9) : std::nullopt;
+    };
+    out.insert(out.end(), {fmt_opt(us(r.append_ms), "{:.1f}"), fmt_opt(gbps(r.append_ms), "{:.1f}"),
+                           fmt_opt(gbps(r.copy_ms), "{:.1f}")});
+  }
+  out.push_back(r.sets > 1 ? fmt::format("{} input sets", r.sets) : std::string());
   return out;
 }
 
@@ -219,7 +260,7 @@ int run_decode(const DecodeFlags& f) {
               if (p->sets.empty()) {
                 row.note = p->problem, row.skipped = p->budget;
               } else {
-                run_path(row, *p, f.plan, f.threads, reference, f.seed);
+                run_path(row, *p, f.plan, f.threads, reference, f.seed, f.append);
               }
               sinks.write(to_json_line(row));
               rows.push_back(std::move(row));
@@ -235,11 +276,17 @@ int run_decode(const DecodeFlags& f) {
                           "{}; time per call, median of groups ({})",
                           device_label(device), f.head_dim, f.q_len, f.q_len > 1 ? " (bottom-right causal)" : "",
                           attnlab::to_string(dtype), gpu ? "CUDA events" : "steady clock"));
-  table.columns({"B", "S", "heads", "layout", "path", "µs/call", "tokens/s", "KV GB/s", "check", "note"},
-                {Align::right, Align::right, Align::left, Align::left, Align::left, Align::right, Align::right,
-                 Align::right, Align::left, Align::left});
+  std::vector<std::string> headers = {"B", "S", "heads", "layout", "path", "µs/call", "tokens/s", "KV GB/s", "check"};
+  std::vector<Align> align = {Align::right, Align::right, Align::left,  Align::left, Align::left,
+                              Align::right, Align::right, Align::right, Align::left};
+  if (f.append) {
+    headers.insert(headers.end(), {"append µs", "append GB/s", "copy GB/s"});
+    align.insert(align.end(), {Align::right, Align::right, Align::right});
+  }
+  headers.push_back("note"), align.push_back(Align::left);
+  table.columns(headers, align);
   Footnotes notes;
-  for (const DecodeRow& r : rows) table.row(cells(r, notes));
+  for (const DecodeRow& r : rows) table.row(cells(r, notes, f.append));
   table.print();
   notes.print();
   fmt::print("tokens/s = B·q_len / time per call; KV GB/s = the K and V one call must read (B·S·K·H·2·{} "
@@ -248,6 +295,11 @@ int run_decode(const DecodeFlags& f) {
   fmt::print("paged: pages of {} keys, each sequence's pages in a shuffled order; check: max |diff| against "
              "cpu-naive on a host copy of the same inputs (rtol={:g}, atol={:g}), where S ≤ {} and B ≤ {}\n",
              f.page_size, tol.rtol, tol.atol, kCheckMaxS, kCheckMaxB);
+  if (f.append)
+    fmt::print("append: append_kv of q_len new rows per sequence into the same cache (positions S − q_len …); GB/s = "
+               "the new rows' K and V bytes (B·q_len·K·H·2·{}) / time per call; copy: cudaMemcpyAsync of the same "
+               "bytes, one copy each for K and V\n",
+               attnlab::size_of(dtype));
   if (!passed) fmt::print("check failed: a path's output differs from cpu-naive's beyond the tolerance (FAIL rows)\n");
   return passed ? 0 : 1;
 }
@@ -274,6 +326,9 @@ Action attach_decode(CLI::App& cmd) {
       ->delimiter(',')->check(CLI::IsMember({"contiguous", "paged"}))->capture_default_str()->group(grid);
   cmd.add_option("--page-size", f->page_size, "keys per page of the paged layout")->check(positive)
       ->capture_default_str()->group(grid);
+  cmd.add_flag("--append", f->append, "also time append_kv of the q_len new rows per sequence into the same cache "
+                                      "(the decode loop's other call), and on the GPU a device copy of the same bytes")
+      ->group(grid);
 
   const char* run = "Run";
   add_dtype_flag(cmd, *f, run);

@@ -26,8 +26,9 @@ double DecodeShape::footprint_bytes() const {
   const double rows = layout == KvLayout::paged ? double(B) * double(pages_per_sequence()) * double(page_size)
                                                 : double(B) * double(S);
   const double q_and_o = 2.0 * double(B) * double(q_len) * double(N) * double(H) * elem;
-  const double lengths = 4.0 * double(2 * (B + 1) + B * pages_per_sequence() + B);
-  return q_and_o + 2.0 * rows * double(K) * double(H) * elem + lengths;
+  const double new_rows = 2.0 * double(B) * double(q_len) * double(K) * double(H) * elem;  // append_args()
+  const double lengths = 4.0 * double(2 * (B + 1) + B * pages_per_sequence() + 2 * B);
+  return q_and_o + new_rows + 2.0 * rows * double(K) * double(H) * elem + lengths;
 }
 
 namespace {
@@ -141,7 +142,18 @@ DecodeInputs::DecodeInputs(const DecodeShape& s, attnlab::Device device, std::ui
     args_.v = random({s.B * s.S, s.K, s.H});
     args_.cu_seqlens_k = offsets(s.S);
   }
-  args_.o = make(s.dtype, {s.B * s.q_len, s.N, s.H});
+  append_.k_new = random({s.B, s.q_len, s.K, s.H});
+  append_.v_new = random({s.B, s.q_len, s.K, s.H});
+  const std::vector<std::int32_t> before(std::size_t(s.B), std::int32_t(std::max<std::int64_t>(s.S - s.q_len, 0)));
+  if (args_.paged) {
+    append_.paged = *args_.paged;
+    append_.paged->seqlens = ints(before, {s.B});
+  } else {
+    append_.k_cache = attnlab::TensorView::contiguous(args_.k.data, s.dtype, {s.B, s.S, s.K, s.H}, device);
+    append_.v_cache = attnlab::TensorView::contiguous(args_.v.data, s.dtype, {s.B, s.S, s.K, s.H}, device);
+    append_.seqlens = ints(before, {s.B});
+  }
+  args_.o = make(s.dtype, {s.B * s.q_len, s.N, s.H});  // made last: output() reads the last buffer
   if (s.q_len > 1) {
     args_.options.mask.causal = true;
     args_.options.mask.align = attnlab::MaskAlign::bottom_right;
@@ -150,6 +162,12 @@ DecodeInputs::DecodeInputs(const DecodeShape& s, attnlab::Device device, std::ui
 }
 
 DecodeInputs::~DecodeInputs() = default;
+
+attnlab::AppendKVArgs DecodeInputs::append_args() const { return append_; }
+
+double DecodeInputs::new_row_bytes() const {
+  return 2.0 * double(append_.k_new.numel()) * double(attnlab::size_of(shape_.dtype));
+}
 
 attnlab::VarlenForwardArgs DecodeInputs::args(const std::string& path) const {
   attnlab::VarlenForwardArgs a = args_;

@@ -54,7 +54,7 @@ struct DecodeShape {
   // What one call must read of K and V: B·S·K·H elements of each, once.
   double kv_read_bytes() const;
   // Everything the call's tensors take on their device: Q, O, K and V (a paged cache rounds each sequence up to
-  // whole pages), lengths and block table.
+  // whole pages), the new rows of DecodeInputs::append_args, lengths and block table.
   double footprint_bytes() const;
 };
 
@@ -72,6 +72,12 @@ class DecodeInputs {
   attnlab::VarlenForwardArgs args(const std::string& path) const;
   // O as f32, read back from the GPU when it lives there (waits for the device).
   std::vector<float> output() const;
+  // The decode loop's other call: append_kv of q_len new rows per sequence (padded (B, q_len, K, H) K and V) into
+  // the same cache, at positions S − q_len … S − 1 (the cache the attention call reads holds S keys). Only when
+  // q_len ≤ S. The contiguous cache is the packed keys seen as (B, S, K, H).
+  attnlab::AppendKVArgs append_args() const;
+  // Bytes of the new rows, K and V together.
+  double new_row_bytes() const;
 
  private:
   attnlab::TensorView make(attnlab::DType dtype, std::initializer_list<std::int64_t> shape);
@@ -79,6 +85,7 @@ class DecodeInputs {
   attnlab::Device device_;
   std::vector<std::unique_ptr<TensorBuffer>> buffers_;
   attnlab::VarlenForwardArgs args_;
+  attnlab::AppendKVArgs append_;
 };
 
 // Bytes free on the GPU now (cudaMemGetInfo), nullopt in a build without CUDA.

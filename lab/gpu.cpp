@@ -126,6 +126,10 @@ void synchronize(int device) {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+void copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr), "cudaMemcpyAsync");
+}
+
 namespace {
 std::string describe(cudaError_t status) {
   return fmt::format("{} ({})", cudaGetErrorString(status), cudaGetErrorName(status));
@@ -225,6 +229,7 @@ void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
 CallTimes time_calls(const std::function<void(int)>&, int, int, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
+void copy_on_device(void*, const void*, std::size_t) { no_cuda(); }
 GraphCapture::GraphCapture(int) { no_cuda(); }
 GraphCapture::~GraphCapture() = default;
 std::optional<std::string> GraphCapture::capture(const std::function<void()>&) { no_cuda(); }

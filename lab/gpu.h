@@ -92,4 +92,8 @@ class GraphCapture {
 // Waits for all work on the device (the library's calls are asynchronous on the context's stream).
 void synchronize(int device = 0);
 
+// `bytes` from device memory `src` to device memory `dst` on the legacy default stream, asynchronously: the copy
+// engine's rate, the peer of a kernel that only moves bytes (append_kv in `attnlab decode --append`).
+void copy_on_device(void* dst, const void* src, std::size_t bytes);
+
 }  // namespace lab::gpu
