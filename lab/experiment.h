@@ -41,6 +41,7 @@ Action attach_sweep(CLI::App& command);
 Action attach_heads(CLI::App& command);
 Action attach_decode(CLI::App& command);
 Action attach_prefill(CLI::App& command);
+Action attach_ring(CLI::App& command);
 Action attach_fp8(CLI::App& command);
 Action attach_lab(CLI::App& command);
 

@@ -126,6 +126,21 @@ void synchronize(int device) {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+Stream::Stream(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  stream_ = s;
+}
+
+Stream::~Stream() {
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
+void Stream::synchronize() const {
+  check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
+}
+
 void copy_on_device(void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr), "cudaMemcpyAsync");
 }
@@ -230,6 +245,9 @@ void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
 CallTimes time_calls(const std::function<void(int)>&, int, int, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
 void copy_on_device(void*, const void*, std::size_t) { no_cuda(); }
+Stream::Stream(int) { no_cuda(); }
+Stream::~Stream() = default;
+void Stream::synchronize() const { no_cuda(); }
 GraphCapture::GraphCapture(int) { no_cuda(); }
 GraphCapture::~GraphCapture() = default;
 std::optional<std::string> GraphCapture::capture(const std::function<void()>&) { no_cuda(); }

@@ -89,6 +89,21 @@ class GraphCapture {
   void* exec_ = nullptr;    // cudaGraphExec_t
 };
 
+// A non-blocking CUDA stream of one GPU (cudaStreamNonBlocking: it does not wait for the legacy default stream),
+// owned by the lab: `attnlab ring` runs each rank's attention on one and its exchange on another.
+class Stream {
+ public:
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void* get() const { return stream_; }  // cudaStream_t
+  void synchronize() const;
+
+ private:
+  void* stream_ = nullptr;
+};
+
 // Waits for all work on the device (the library's calls are asynchronous on the context's stream).
 void synchronize(int device = 0);
 

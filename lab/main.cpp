@@ -29,6 +29,8 @@ const std::vector<Experiment>& experiments() {
       {"decode", "decode via the serving API: packed or paged KV caches; µs/call, tokens/s, KV GB/s", attach_decode},
       {"prefill", "a variable-length prefill batch three ways: varlen (serving API), padded with lengths, uniform; "
                   "µs/call, µs per 1k tokens, useful TFLOP/s", attach_prefill},
+      {"ring", "ring attention (context parallelism) on 1…N ranks over NCCL or a loopback: time, TFLOP/s, speed-up, "
+               "share of time waiting for transfers", attach_ring},
       {"fp8", "FP8 attention with TransformerEngine's DelayedScaling recipe, next to bf16 (the C++ to use it "
               "where the GPU has none)", attach_fp8},
       {"lab", "the codelab's experiments above (check … fp8) in order on one device, then a report (lab-report/ unless "

@@ -60,7 +60,9 @@ TensorView DeviceMirror::upload(const HostTensor& t) {
   check(cudaMemcpy(device, t.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
   view.data = device;
   view.device = Device::cuda;
-  view.device_index = 0;
+  int current = 0;
+  check(cudaGetDevice(&current), "cudaGetDevice");
+  view.device_index = current;  // the current device, where cudaMalloc placed it
 #else
   throw std::runtime_error("DeviceMirror: built without CUDA");
 #endif

@@ -1,0 +1,194 @@
+// ring_backward: the K/V blocks travel as in ring_forward; each rank runs the backward of its queries against the
+// block it holds with the forward call's O and LSE (the softmax of the whole row: P = exp(s − LSE), D = rowsum(dO ∘
+// O), so a block's gradients are exactly its share of the full ones), adds dQ into its own f32 accumulator and
+// dK/dV into the block's travelling f32 accumulator, which goes on to the next rank after the step. After R steps
+// every block's dK/dV has visited every rank and arrived back at its own (docs/ring.md).
+//
+// Per rank, in stream order (compute stream C, transfer stream X):
+//   C: dq_acc = 0, dkv[0] = 0, pack own K/V → kv[0]
+//   step t:  X waits for C; shift kv[t % 2] → kv[(t + 1) % 2] on X              (t < R − 1)
+//            C: block backward calls on kv[t % 2] into the part buffers; dq_acc += dq_part
+//            C waits for X's dK/dV shift of step t − 1; dkv[t % 2] += dk_part, dv_part   (t > 0)
+//            X waits for C; shift dkv[t % 2] → dkv[(t + 1) % 2] on X             (R > 1)
+//            C waits for X's K/V shift                                            (t < R − 1)
+//   C waits for the last dK/dV shift; dq, dk, dv = round(acc)
+#include <limits>
+
+#include "core/error.h"
+#include "ring/ring_call.h"
+#include "ring/ring_plan.h"
+
+namespace attnlab {
+
+namespace {
+
+struct BackwardLayout {
+  void* kv[2];
+  float* dkv[2];
+  float* dq_acc;
+  void* dq_part;
+  void* dk_part;
+  void* dv_part;
+};
+
+BackwardLayout carve(ring::Carver& c, const ring::SliceShape& s) {
+  BackwardLayout l{};
+  for (void*& kv : l.kv) kv = c.take(std::size_t(s.kv_elems()) * s.elem);
+  for (float*& dkv : l.dkv) dkv = c.take_n<float>(s.kv_elems());
+  l.dq_acc = c.take_n<float>(s.B * s.rows * s.N * s.Hqk);
+  l.dq_part = c.take(std::size_t(s.B * s.rows * s.N * s.Hqk) * s.elem);
+  l.dk_part = c.take(std::size_t(s.B * s.rows * s.K * s.Hqk) * s.elem);
+  l.dv_part = c.take(std::size_t(s.B * s.rows * s.K * s.Hv) * s.elem);
+  return l;
+}
+
+}  // namespace
+
+std::size_t ring_workspace_size(const RingCommunicator&, const BackwardArgs& shard, const RingOptions&) {
+  const ring::SliceShape s =
+      ring::slice_shape(shard.q, shard.k, shard.v, shard.options, shard.fp8.has_value(), "ring_backward");
+  ring::Carver c;
+  carve(c, s);
+  return c.used();
+}
+
+RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackwardShard>& local,
+                          const RingOptions& options) {
+  using namespace ring;
+  if (local.empty()) core::fail(ErrorCode::invalid_argument, "ring_backward: no shards");
+  const SliceShape shape = slice_shape(local[0].args.q, local[0].args.k, local[0].args.v, local[0].args.options,
+                                       local[0].args.fp8.has_value(), "ring_backward");
+  const std::size_t bytes = ring_workspace_size(comm, local[0].args, options);
+  const int R = comm.size();
+  const bool causal = local[0].args.options.mask.causal;
+  const Device device = local[0].args.q.device;
+  const auto view = [&](std::size_t i, void* data, std::int64_t heads, std::int64_t H) {
+    return dense4(data, shape.dtype, device, local[i].args.q.device_index, shape.B, shape.rows, heads, H);
+  };
+  const auto v_of = [&](void* kv) {
+    return static_cast<std::byte*>(kv) + shape.k_elems() * std::int64_t(shape.elem);
+  };
+
+  // Every rule before any work, as in ring_forward: the block calls are probed with the buffers they will use.
+  std::vector<BackwardLayout> buffers;
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const RingBackwardShard& sh = local[i];
+    const SliceShape s =
+        slice_shape(sh.args.q, sh.args.k, sh.args.v, sh.args.options, sh.args.fp8.has_value(), "ring_backward");
+    check_shards(comm, local.size(), options, shape, s, sh.args.q.device, sh.args.q.device_index, i,
+                 local[0].args.options, sh.args.options, sh.ctx, sh.ring_workspace, bytes);
+    Carver c(sh.ring_workspace.data);
+    buffers.push_back(carve(c, shape));
+    BackwardArgs probe = sh.args;
+    probe.k = view(i, buffers[i].kv[0], shape.K, shape.Hqk);
+    probe.v = view(i, v_of(buffers[i].kv[0]), shape.K, shape.Hv);
+    probe.dq = view(i, buffers[i].dq_part, shape.N, shape.Hqk);
+    probe.dk = view(i, buffers[i].dk_part, shape.K, shape.Hqk);
+    probe.dv = view(i, buffers[i].dv_part, shape.K, shape.Hv);
+    probe.options.mask.align = MaskAlign::top_left;
+    for (const bool probe_causal : {false, causal}) {
+      probe.options.mask.causal = probe_causal;
+      if (auto why = why_not(*sh.ctx, sh.args.options.path, probe))
+        core::fail(ErrorCode::unsupported, "ring_backward: the block calls cannot run: {}", *why);
+    }
+  }
+
+  std::vector<std::unique_ptr<RankStreams>> streams;
+  for (const RingBackwardShard& sh : local)
+    streams.push_back(std::make_unique<RankStreams>(*sh.ctx, sh.args.q.device, sh.args.q.device_index,
+                                                    sh.transfer_stream, options.measure_waits));
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    RankStreams& st = *streams[i];
+    const BackwardLayout& l = buffers[i];
+    st.mark_start();
+    st.ops().fill(l.dq_acc, shape.B * shape.rows * shape.N * shape.Hqk, 0.0f);
+    st.ops().fill(l.dkv[0], shape.kv_elems(), 0.0f);
+    st.ops().pack(l.kv[0], local[i].args.k);
+    st.ops().pack(v_of(l.kv[0]), local[i].args.v);
+  }
+
+  // One shift of every local rank's buffers together (ring.h: every rank makes the same calls in the same order).
+  const auto shift = [&](auto pick, std::size_t bytes_each, int which) {
+    std::vector<const void*> send;
+    std::vector<void*> recv, xs;
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      streams[i]->transfer_waits_for_compute();
+      const auto [from, to] = pick(buffers[i]);
+      send.push_back(from), recv.push_back(to), xs.push_back(streams[i]->transfer());
+    }
+    comm.shift(send, recv, bytes_each, xs);
+    for (auto& st : streams) st->transfer_done(which);
+  };
+  constexpr int kKv = 0, kDkv = 1;
+
+  RingRunInfo info;
+  info.steps = R;
+  const std::size_t kv_bytes = std::size_t(shape.kv_elems()) * shape.elem;
+  const std::size_t dkv_bytes = std::size_t(shape.kv_elems()) * sizeof(float);
+  for (int t = 0; t < R; ++t) {
+    if (t + 1 < R)
+      shift([&](const BackwardLayout& l) { return std::pair<const void*, void*>(l.kv[t % 2], l.kv[(t + 1) % 2]); },
+            kv_bytes, kKv);
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      const RingBackwardShard& sh = local[i];
+      const BackwardLayout& l = buffers[i];
+      RankStreams& st = *streams[i];
+      const int rank = comm.local_ranks()[i];
+      const TensorView k_block = view(i, l.kv[t % 2], shape.K, shape.Hqk);
+      const TensorView v_block = view(i, v_of(l.kv[t % 2]), shape.K, shape.Hv);
+      const std::vector<BlockCall> calls =
+          plan_step(options.layout, causal, R, rank, source_rank(R, rank, t), shape.rows);
+      for (const BlockCall& call : calls) {
+        BackwardArgs a = sh.args;
+        a.q = rows_of(sh.args.q, call.q_begin, call.q_rows);
+        a.o = rows_of(sh.args.o, call.q_begin, call.q_rows);
+        a.d_o = rows_of(sh.args.d_o, call.q_begin, call.q_rows);
+        a.lse = lse_rows_of(sh.args.lse, call.q_begin, call.q_rows);
+        a.k = rows_of(k_block, call.k_begin, call.k_rows);
+        a.v = rows_of(v_block, call.k_begin, call.k_rows);
+        a.dq = rows_of(view(i, l.dq_part, shape.N, shape.Hqk), call.q_begin, call.q_rows);
+        a.dk = rows_of(view(i, l.dk_part, shape.K, shape.Hqk), call.k_begin, call.k_rows);
+        a.dv = rows_of(view(i, l.dv_part, shape.K, shape.Hv), call.k_begin, call.k_rows);
+        a.options.mask.causal = call.causal;
+        a.options.mask.align = MaskAlign::top_left;
+        const RunInfo ran = backward(*sh.ctx, a);
+        if (info.path.empty()) info.path = ran.path;
+        ++info.block_calls;
+        st.ops().accumulate(l.dq_acc, l.dq_part, shape.dtype, shape.B, shape.rows, shape.N * shape.Hqk,
+                            call.q_begin, call.q_rows);
+      }
+      if (t > 0) st.compute_waits_for_transfer(kDkv);
+      float* dk_acc = l.dkv[t % 2];
+      float* dv_acc = dk_acc + shape.k_elems();
+      for (const BlockCall& call : calls) {
+        st.ops().accumulate(dk_acc, l.dk_part, shape.dtype, shape.B, shape.rows, shape.K * shape.Hqk, call.k_begin,
+                            call.k_rows);
+        st.ops().accumulate(dv_acc, l.dv_part, shape.dtype, shape.B, shape.rows, shape.K * shape.Hv, call.k_begin,
+                            call.k_rows);
+      }
+    }
+    if (R > 1)
+      shift([&](const BackwardLayout& l) {
+              return std::pair<const void*, void*>(l.dkv[t % 2], l.dkv[(t + 1) % 2]);
+            },
+            dkv_bytes, kDkv);
+    if (t + 1 < R)
+      for (auto& st : streams) st->compute_waits_for_transfer(kKv);
+  }
+
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    RankStreams& st = *streams[i];
+    const BackwardLayout& l = buffers[i];
+    if (R > 1) st.compute_waits_for_transfer(kDkv);
+    const float* dk = l.dkv[R > 1 ? R % 2 : 0];  // after R shifts of the accumulator (none when R = 1)
+    st.ops().store(local[i].args.dq, l.dq_acc);
+    st.ops().store(local[i].args.dk, dk);
+    st.ops().store(local[i].args.dv, dk + shape.k_elems());
+    st.mark_end();
+  }
+  if (options.measure_waits && device == Device::cuda)
+    for (auto& st : streams) info.wait_ms.push_back(st->wait_ms()), info.total_ms.push_back(st->total_ms());
+  return info;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,94 @@
+// What ring_forward and ring_backward share: the shard rules, the scratch layout, views into slices, and one local
+// rank's streams, events and element operations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "attnlab/ring.h"
+#include "ring/ring_ops.h"
+
+namespace attnlab::ring {
+
+// The shape every shard of a call shares: slices of `rows` tokens.
+struct SliceShape {
+  std::int64_t B = 0, rows = 0, N = 0, K = 0, Hqk = 0, Hv = 0;
+  DType dtype = DType::f32;
+  std::size_t elem = 4;
+
+  std::int64_t kv_elems() const { return B * rows * K * (Hqk + Hv); }  // one K/V block, K then V
+  std::int64_t k_elems() const { return B * rows * K * Hqk; }
+};
+
+// The shape of q, k, v of one shard, after the ring's own rules (ring.h) are checked; `what` names the call.
+SliceShape slice_shape(const TensorView& q, const TensorView& k, const TensorView& v, const Options& options,
+                       bool fp8, const char* what);
+// Every shard's shape, options and devices against the first and the communicator; zigzag's even length.
+void check_shards(const RingCommunicator& comm, std::size_t shards, const RingOptions& ring_options,
+                  const SliceShape& first, const SliceShape& shape, Device device, int device_index,
+                  std::size_t local_index, const Options& first_options, const Options& options,
+                  const Context* ctx, const DeviceBuffer& workspace, std::size_t workspace_bytes);
+
+// Carves 256-byte aligned blocks out of a workspace (or counts them, when base is null).
+class Carver {
+ public:
+  explicit Carver(void* base = nullptr) : base_(static_cast<std::byte*>(base)) {}
+  void* take(std::size_t bytes) {
+    void* p = base_ ? base_ + used_ : nullptr;
+    used_ += (bytes + 255) / 256 * 256;
+    return p;
+  }
+  template <class T>
+  T* take_n(std::int64_t count) {
+    return static_cast<T*>(take(std::size_t(count) * sizeof(T)));
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  std::byte* base_;
+  std::size_t used_ = 0;
+};
+
+// Rows [begin, begin + rows) of a (B, T, heads, H) view (dimension 1), or of a (B, N, T) LSE view (dimension 2).
+TensorView rows_of(const TensorView& t, std::int64_t begin, std::int64_t rows);
+TensorView lse_rows_of(const TensorView& t, std::int64_t begin, std::int64_t rows);
+// A dense (B, rows, heads, H) view of `data`.
+TensorView dense4(void* data, DType dtype, Device device, int device_index, std::int64_t B, std::int64_t rows,
+                  std::int64_t heads, std::int64_t H);
+TensorView dense3(void* data, DType dtype, Device device, int device_index, std::int64_t a, std::int64_t b,
+                  std::int64_t c);
+
+// One local rank's place in the call: its compute stream (its context's), its transfer stream, element
+// operations on the compute stream, and the events that order the two streams (GPU; no-ops on the CPU).
+class RankStreams {
+ public:
+  RankStreams(Context& ctx, Device device, int device_index, void* transfer_stream, bool measure);
+  Ops& ops() { return *ops_; }
+  void* compute() const { return compute_; }
+  void* transfer() const { return transfer_; }
+  // The transfer stream waits for the compute stream's work so far, and the other way round.
+  void transfer_waits_for_compute();
+  void compute_waits_for_transfer(int which);  // `which` names the transfer (0: K/V, 1: dK/dV)
+  void transfer_done(int which);               // records `which`'s transfer on the transfer stream
+  // measure_waits: marks around the whole call.
+  void mark_start();
+  void mark_end();
+  double wait_ms() const;  // waits for the call
+  double total_ms() const;
+
+ private:
+  Device device_;
+  int device_index_;
+  void* compute_;
+  void* transfer_;
+  bool measure_;
+  std::unique_ptr<Ops> ops_;
+  gpu::Event computed_, transferred_[2];
+  std::vector<gpu::Event> wait_marks_;  // pairs around each wait, when measuring
+  gpu::Event start_, end_;
+};
+
+}  // namespace attnlab::ring

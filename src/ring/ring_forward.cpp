@@ -1,0 +1,162 @@
+// ring_forward: each local rank attends its query slice to the K/V block it holds, merges the block's output into
+// an f32 accumulator through the LSE, and passes the block on; the exchange for step t + 1 runs on the transfer
+// stream while step t computes (double-buffered K/V). Outputs are written once, at the end (docs/ring.md).
+//
+// Per rank, in stream order (compute stream C, transfer stream X):
+//   C: acc = 0, lse = −inf, pack own K/V → kv[0]
+//   step t:  X waits for C; shift kv[t % 2] → kv[(t + 1) % 2] on X     (t < R − 1)
+//            C: block calls on kv[t % 2], merges
+//            C waits for X's shift                                       (t < R − 1)
+//   C: o = round(acc), lse = lse_acc
+// kv[(t + 1) % 2] is free when X receives into it: C's calls of step t − 1 read it, and X waited for them.
+#include <limits>
+
+#include "core/error.h"
+#include "ring/ring_call.h"
+#include "ring/ring_plan.h"
+
+namespace attnlab {
+
+namespace {
+
+struct ForwardLayout {
+  void* kv[2];
+  void* o_part;
+  float* lse_part;
+  float* o_acc;
+  float* lse_acc;
+};
+
+ForwardLayout carve(ring::Carver& c, const ring::SliceShape& s) {
+  ForwardLayout l{};
+  for (void*& kv : l.kv) kv = c.take(std::size_t(s.kv_elems()) * s.elem);
+  l.o_part = c.take(std::size_t(s.B * s.rows * s.N * s.Hv) * s.elem);
+  l.lse_part = c.take_n<float>(s.B * s.N * s.rows);
+  l.o_acc = c.take_n<float>(s.B * s.rows * s.N * s.Hv);
+  l.lse_acc = c.take_n<float>(s.B * s.N * s.rows);
+  return l;
+}
+
+}  // namespace
+
+std::size_t ring_workspace_size(const RingCommunicator&, const ForwardArgs& shard, const RingOptions&) {
+  const ring::SliceShape s =
+      ring::slice_shape(shard.q, shard.k, shard.v, shard.options, shard.fp8.has_value(), "ring_forward");
+  ring::Carver c;
+  carve(c, s);
+  return c.used();
+}
+
+RingRunInfo ring_forward(RingCommunicator& comm, const std::vector<RingForwardShard>& local,
+                         const RingOptions& options) {
+  using namespace ring;
+  if (local.empty()) core::fail(ErrorCode::invalid_argument, "ring_forward: no shards");
+  const SliceShape shape = slice_shape(local[0].args.q, local[0].args.k, local[0].args.v, local[0].args.options,
+                                       local[0].args.fp8.has_value(), "ring_forward");
+  const std::size_t bytes = ring_workspace_size(comm, local[0].args, options);
+  const int R = comm.size();
+  const bool causal = local[0].args.options.mask.causal;
+
+  // Every rule, on every shard, before any work: the ring's own, then the block calls' through why_not (which
+  // validates the arguments as the calls will pass them and asks the path), with and without the causal mask.
+  const Device device = local[0].args.q.device;
+  const auto view = [&](std::size_t i, void* data, DType dtype, std::int64_t heads, std::int64_t H) {
+    return dense4(data, dtype, device, local[i].args.q.device_index, shape.B, shape.rows, heads, H);
+  };
+  const auto lse_view = [&](std::size_t i, float* data) {
+    return dense3(data, DType::f32, device, local[i].args.q.device_index, shape.B, shape.N, shape.rows);
+  };
+  std::vector<ForwardLayout> buffers;
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const RingForwardShard& sh = local[i];
+    const SliceShape s =
+        slice_shape(sh.args.q, sh.args.k, sh.args.v, sh.args.options, sh.args.fp8.has_value(), "ring_forward");
+    check_shards(comm, local.size(), options, shape, s, sh.args.q.device, sh.args.q.device_index, i,
+                 local[0].args.options, sh.args.options, sh.ctx, sh.ring_workspace, bytes);
+    Carver c(sh.ring_workspace.data);
+    buffers.push_back(carve(c, shape));
+    ForwardArgs probe = sh.args;
+    probe.k = view(i, buffers[i].kv[0], shape.dtype, shape.K, shape.Hqk);
+    probe.v = view(i, static_cast<std::byte*>(buffers[i].kv[0]) + shape.k_elems() * std::int64_t(shape.elem),
+                   shape.dtype, shape.K, shape.Hv);
+    probe.o = view(i, buffers[i].o_part, shape.dtype, shape.N, shape.Hv);
+    probe.lse = lse_view(i, buffers[i].lse_part);
+    probe.options.mask.align = MaskAlign::top_left;
+    for (const bool probe_causal : {false, causal}) {
+      probe.options.mask.causal = probe_causal;
+      if (auto why = why_not(*sh.ctx, sh.args.options.path, probe))
+        core::fail(ErrorCode::unsupported, "ring_forward: the block calls cannot run: {}", *why);
+    }
+  }
+
+  std::vector<std::unique_ptr<RankStreams>> streams;
+  for (const RingForwardShard& sh : local)
+    streams.push_back(std::make_unique<RankStreams>(*sh.ctx, sh.args.q.device, sh.args.q.device_index,
+                                                    sh.transfer_stream, options.measure_waits));
+
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    RankStreams& st = *streams[i];
+    const ForwardLayout& l = buffers[i];
+    st.mark_start();
+    st.ops().fill(l.o_acc, shape.B * shape.rows * shape.N * shape.Hv, 0.0f);
+    st.ops().fill(l.lse_acc, shape.B * shape.N * shape.rows, -std::numeric_limits<float>::infinity());
+    st.ops().pack(l.kv[0], local[i].args.k);
+    st.ops().pack(static_cast<std::byte*>(l.kv[0]) + shape.k_elems() * std::int64_t(shape.elem), local[i].args.v);
+  }
+
+  RingRunInfo info;
+  info.steps = R;
+  const std::size_t kv_bytes = std::size_t(shape.kv_elems()) * shape.elem;
+  for (int t = 0; t < R; ++t) {
+    if (t + 1 < R) {
+      std::vector<const void*> send;
+      std::vector<void*> recv, xs;
+      for (std::size_t i = 0; i < local.size(); ++i) {
+        streams[i]->transfer_waits_for_compute();
+        send.push_back(buffers[i].kv[t % 2]), recv.push_back(buffers[i].kv[(t + 1) % 2]);
+        xs.push_back(streams[i]->transfer());
+      }
+      comm.shift(send, recv, kv_bytes, xs);
+      for (auto& st : streams) st->transfer_done(0);
+    }
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      const RingForwardShard& sh = local[i];
+      const ForwardLayout& l = buffers[i];
+      const int rank = comm.local_ranks()[i];
+      const TensorView k_block = view(i, l.kv[t % 2], shape.dtype, shape.K, shape.Hqk);
+      const TensorView v_block = view(i, static_cast<std::byte*>(l.kv[t % 2]) + shape.k_elems() * shape.elem,
+                                      shape.dtype, shape.K, shape.Hv);
+      const TensorView o_part = view(i, l.o_part, shape.dtype, shape.N, shape.Hv);
+      const TensorView lse_part = lse_view(i, l.lse_part);
+      for (const BlockCall& call :
+           plan_step(options.layout, causal, R, rank, source_rank(R, rank, t), shape.rows)) {
+        ForwardArgs a = sh.args;
+        a.q = rows_of(sh.args.q, call.q_begin, call.q_rows);
+        a.k = rows_of(k_block, call.k_begin, call.k_rows);
+        a.v = rows_of(v_block, call.k_begin, call.k_rows);
+        a.o = rows_of(o_part, call.q_begin, call.q_rows);
+        a.lse = lse_rows_of(lse_part, call.q_begin, call.q_rows);
+        a.options.mask.causal = call.causal;
+        a.options.mask.align = MaskAlign::top_left;
+        const RunInfo ran = forward(*sh.ctx, a);
+        if (info.path.empty()) info.path = ran.path;
+        ++info.block_calls;
+        streams[i]->ops().merge(l.o_acc, l.lse_acc, l.o_part, shape.dtype, l.lse_part, shape.B, shape.rows, shape.N,
+                                shape.Hv, call.q_begin, call.q_rows);
+      }
+      if (t + 1 < R) streams[i]->compute_waits_for_transfer(0);
+    }
+  }
+
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    RankStreams& st = *streams[i];
+    st.ops().store(local[i].args.o, buffers[i].o_acc);
+    if (!local[i].args.lse.empty()) st.ops().store(local[i].args.lse, buffers[i].lse_acc);
+    st.mark_end();
+  }
+  if (options.measure_waits && device == Device::cuda)
+    for (auto& st : streams) info.wait_ms.push_back(st->wait_ms()), info.total_ms.push_back(st->total_ms());
+  return info;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,160 @@
+// Ring attention on one GPU (include/attnlab/ring.h): the loopback communicator runs 1–4 ranks on the device, each
+// rank with its own context on a non-blocking stream and its own non-blocking transfer stream (the exchange
+// overlaps the attention), or everything on the legacy default stream; cudnn and flash block calls; both layouts,
+// causal and not, GQA; forward and backward against the fp64 reference of the whole sequence (ring_case.h). NCCL:
+// a ring of every GPU of this machine in one process (one rank when there is one GPU), where libnccl.so.2 loads.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <tuple>
+
+#include "attnlab/ring.h"
+#include "attnlab/version.h"
+#include "device_mirror.h"
+#include "ring_case.h"
+
+#if ATTNLAB_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace attnlab_test {
+namespace {
+
+using attnlab::RingLayout;
+
+#if ATTNLAB_WITH_CUDA
+// Contexts, streams, device copies and scratch of one GPU ring; everything freed at the end of the test.
+class GpuRing {
+ public:
+  GpuRing(const std::vector<int>& devices, bool non_blocking) {
+    for (int device : devices) {
+      cudaSetDevice(device);
+      auto ctx = std::make_unique<attnlab::Context>();
+      void* transfer = nullptr;
+      if (non_blocking) {
+        cudaStream_t compute = nullptr, x = nullptr;
+        cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking);
+        streams_.push_back(compute), streams_.push_back(x);
+        ctx->set_stream(compute);
+        transfer = x;
+      }
+      place_.contexts.push_back(ctx.get());
+      place_.transfer_streams.push_back(transfer);
+      contexts_.push_back(std::move(ctx));
+    }
+    cudaSetDevice(devices.front());
+    place_.device = Device::cuda;
+    place_.place = [this, devices](HostTensor& t, std::size_t local) {
+      cudaSetDevice(devices[local]);
+      const TensorView v = mirror_.upload(t);
+      cudaSetDevice(devices.front());
+      return v;
+    };
+    place_.fetch = [this](HostTensor& t) { mirror_.download(t); };
+    place_.scratch = [this, devices](std::size_t bytes, std::size_t local) {
+      void* p = nullptr;
+      cudaSetDevice(devices[local]);
+      EXPECT_EQ(cudaMalloc(&p, bytes == 0 ? 256 : bytes), cudaSuccess);
+      cudaSetDevice(devices.front());
+      scratch_.push_back(p);
+      return attnlab::DeviceBuffer{p, bytes};
+    };
+    place_.synchronize = [this] { mirror_.synchronize(); };
+  }
+  ~GpuRing() {
+    cudaDeviceSynchronize();
+    for (void* p : scratch_) cudaFree(p);
+    contexts_.clear();
+    for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+  }
+  RingPlace& place() { return place_; }
+
+ private:
+  DeviceMirror mirror_;
+  RingPlace place_;
+  std::vector<std::unique_ptr<attnlab::Context>> contexts_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<void*> scratch_;
+};
+#else
+// A build without CUDA: every test below skips (ATTNLAB_REQUIRE_GPU) before it would make one.
+class GpuRing {
+ public:
+  GpuRing(const std::vector<int>&, bool) {}
+  RingPlace& place() { return place_; }
+
+ private:
+  RingPlace place_;
+};
+int cudaGetDeviceCount(int* count) {
+  *count = 0;
+  return 0;
+}
+#endif
+
+using Grid = std::tuple<int, RingLayout, bool, std::string>;
+class GpuRingLoopback : public ::testing::TestWithParam<Grid> {};
+
+TEST_P(GpuRingLoopback, MatchesTheWholeSequence) {
+  ATTNLAB_REQUIRE_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  RingCase c;
+  std::tie(c.ranks, c.layout, c.causal, c.path) = GetParam();
+  c.dtype = DType::bf16, c.B = 2, c.N = 4, c.K = 2, c.Hqk = 128, c.Hv = 128;
+  for (const bool non_blocking : {true, false}) {
+    SCOPED_TRACE(non_blocking ? "non-blocking streams" : "legacy default stream");
+    c.T = 2 * c.ranks * 57;  // 114 rows a rank: no multiple of a tile
+    GpuRing ring({0}, non_blocking);
+    auto comm = attnlab::loopback_communicator(c.ranks, Device::cuda, 0);
+    check_ring(c, *comm, ring.place(), rng, /*expect_waits=*/non_blocking);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuRingLoopback,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(RingLayout::contiguous, RingLayout::zigzag),
+                                            ::testing::Bool(), ::testing::Values("cudnn", "flash")),
+                         [](const auto& info) {
+                           return "R" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  std::string(attnlab::to_string(std::get<1>(info.param))) +
+                                  (std::get<2>(info.param) ? "_causal_" : "_") + std::get<3>(info.param);
+                         });
+
+TEST(GpuRingFeatures, OddSlicesHeadDim64F16) {
+  ATTNLAB_REQUIRE_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  RingCase c;
+  c.ranks = 3, c.layout = RingLayout::zigzag, c.causal = true, c.T = 6 * 1;  // one token a chunk
+  c.dtype = DType::f16, c.N = 8, c.K = 1, c.Hqk = 64, c.Hv = 64, c.path = "auto";
+  GpuRing ring({0}, true);
+  auto comm = attnlab::loopback_communicator(c.ranks, Device::cuda, 0);
+  check_ring(c, *comm, ring.place(), rng);
+  c.T = 6 * 171, c.causal = false, c.layout = RingLayout::contiguous;  // 342 rows a rank
+  check_ring(c, *comm, ring.place(), rng);
+}
+
+// NCCL: one process driving every GPU here, one rank each.
+TEST(GpuRingNccl, EveryGpuOfThisMachine) {
+  ATTNLAB_REQUIRE_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  int devices = 0;
+  cudaGetDeviceCount(&devices);
+  std::vector<int> list;
+  for (int d = 0; d < devices; ++d) list.push_back(d);
+  std::unique_ptr<attnlab::RingCommunicator> comm;
+  try {
+    comm = attnlab::nccl_communicator(list);
+  } catch (const attnlab::Error& e) {
+    GTEST_SKIP() << "NCCL test skipped: " << e.what();
+  }
+  RingCase c;
+  c.ranks = devices, c.causal = true, c.layout = RingLayout::zigzag, c.dtype = DType::bf16;
+  c.B = 1, c.N = 4, c.K = 2, c.Hqk = 128, c.Hv = 128, c.T = 2 * devices * 100, c.path = "auto";
+  GpuRing ring(list, true);
+  check_ring(c, *comm, ring.place(), rng, true);
+  RecordProperty("nccl_ranks", devices);
+}
+
+}  // namespace
+}  // namespace attnlab_test
