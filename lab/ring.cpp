@@ -56,25 +56,27 @@ struct RingRow {
 };
 
 // Median over `repeats` timed calls after `warmup`: the wall clock of one call until every rank's stream is done
-// (`call` waits), and on the GPU the share of the ranks' stream time spent waiting for transfers, from the events
-// RingRunInfo reports (none for the single call).
+// (`call` waits). On the GPU one more call then measures the waits (RingOptions::measure_waits records events
+// around each and synchronizes, so it is not one of the timed calls): the share of the ranks' stream time spent
+// waiting for transfers (none for the single call).
 template <class Call>
 Times time_calls(Call&& call, attnlab::Device device, int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) call(false);
-  std::vector<double> ms, share;
+  std::vector<double> ms;
   for (int i = 0; i < repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    const attnlab::RingRunInfo info = call(device == attnlab::Device::cuda);
+    call(false);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  Times times{ms[ms.size() / 2], 0};
+  if (device == attnlab::Device::cuda) {
+    const attnlab::RingRunInfo info = call(true);
     double waits = 0, totals = 0;
     for (std::size_t r = 0; r < info.total_ms.size(); ++r) waits += info.wait_ms[r], totals += info.total_ms[r];
-    share.push_back(totals > 0 ? waits / totals : 0);
+    times.wait_share = totals > 0 ? waits / totals : 0;
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(ms), median(share)};
+  return times;
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b, Tolerance tol, bool& close) {

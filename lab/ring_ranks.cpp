@@ -144,6 +144,9 @@ RingRanks::RingRanks(const RingShape& s, attnlab::RingCommunicator& comm, bool b
     forward_.push_back(f);
     ranks_.push_back(std::move(r));
   }
+  // The uploads went through the legacy default stream, which the ranks' non-blocking streams do not wait for.
+  if (device == attnlab::Device::cuda)
+    for (std::size_t i = 0; i < comm.local_ranks().size(); ++i) gpu::synchronize(comm.device_index(i));
 }
 
 RingRanks::~RingRanks() {

@@ -5,7 +5,8 @@
 #   lib/libattnlab.so*, bench/ (peers.py, summary.py,
 #   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, flash_runs.py, workloads), run.sh, flash-check.sh
 #   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh), sm90-check.sh
-#   (scripts/gpu-sm90-check.sh), serving-check.sh (scripts/gpu-serving-check.sh), include/attnlab/version.h (for scripts/gpu-python.sh, the Python package there)
+#   (scripts/gpu-sm90-check.sh), serving-check.sh (scripts/gpu-serving-check.sh), ring-check.sh
+#   (scripts/gpu-ring-check.sh), include/attnlab/version.h (for scripts/gpu-python.sh, the Python package there)
 # The folder needs nothing on the GPU machine beyond the NVIDIA driver, cuDNN and cuBLAS: the CUDA runtime is
 # linked statically, fmt/CLI11/nlohmann-json are header-only, GoogleTest is linked statically.
 # Kernels are compiled for sm_80 (A100, and sm_86/89 GPUs such as L4) and sm_90a (H100/H200).
@@ -38,6 +39,7 @@ cp "$root/scripts/gpu-flash-check.sh" "$dist/flash-check.sh"
 cp "$root/scripts/gpu-flash-profile.sh" "$dist/flash-profile.sh"
 cp "$root/scripts/gpu-sm90-check.sh" "$dist/sm90-check.sh"
 cp "$root/scripts/gpu-serving-check.sh" "$dist/serving-check.sh"
+cp "$root/scripts/gpu-ring-check.sh" "$dist/ring-check.sh"
 # The generated version header, for the Python extension built on the GPU machine (scripts/gpu-python.sh).
 mkdir -p "$dist/include/attnlab"
 cp "$build/include/attnlab/version.h" "$dist/include/attnlab/"

@@ -5,7 +5,9 @@
 // a ring of every GPU of this machine in one process (one rank when there is one GPU), where libnccl.so.2 loads.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <tuple>
 
 #include "attnlab/ring.h"
@@ -93,6 +95,72 @@ int cudaGetDeviceCount(int* count) {
 }
 #endif
 
+#if ATTNLAB_WITH_CUDA
+// A loopback whose transfers start late: each shift first holds every transfer stream for a few milliseconds (a
+// host function that sleeps), so that a block call not ordered after the transfer it needs reads the old block,
+// and a transfer not ordered after the block calls that read its buffer overwrites it early. With small inputs the
+// real copies finish too soon for a missing wait to show; these do not.
+void CUDART_CB sleep_2ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }
+
+class SlowLoopback final : public attnlab::RingCommunicator {
+ public:
+  explicit SlowLoopback(int ranks) : inner_(attnlab::loopback_communicator(ranks, Device::cuda, 0)) {}
+  int size() const override { return inner_->size(); }
+  const std::vector<int>& local_ranks() const override { return inner_->local_ranks(); }
+  Device device() const override { return Device::cuda; }
+  int device_index(std::size_t i) const override { return inner_->device_index(i); }
+  std::string describe() const override { return "slow " + inner_->describe(); }
+  void shift(const std::vector<const void*>& send, const std::vector<void*>& recv, std::size_t bytes,
+             const std::vector<void*>& streams) override {
+    for (void* s : streams) EXPECT_EQ(cudaLaunchHostFunc(static_cast<cudaStream_t>(s), sleep_2ms, nullptr), 0);
+    inner_->shift(send, recv, bytes, streams);
+  }
+
+ private:
+  std::unique_ptr<attnlab::RingCommunicator> inner_;
+};
+
+TEST(GpuRingOrder, LateTransfersStillOrdered) {
+  ATTNLAB_REQUIRE_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  for (const RingLayout layout : {RingLayout::contiguous, RingLayout::zigzag}) {
+    RingCase c;
+    c.ranks = 4, c.layout = layout, c.causal = true, c.dtype = DType::bf16, c.N = 4, c.K = 2, c.Hqk = 64, c.Hv = 64;
+    c.T = 8 * 40, c.path = "cudnn";
+    SlowLoopback comm(c.ranks);
+    GpuRing ring({0}, true);
+    check_ring(c, comm, ring.place(), rng, /*expect_waits=*/false);
+  }
+}
+
+// NCCL's send and receive in one group: a ring of one rank sends to itself, which one GPU can run (the rings
+// above never shift with one rank).
+TEST(GpuRingNccl, ShiftToItself) {
+  ATTNLAB_REQUIRE_GPU();
+  std::unique_ptr<attnlab::RingCommunicator> comm;
+  try {
+    comm = attnlab::nccl_communicator(std::vector<int>{0});
+  } catch (const attnlab::Error& e) {
+    GTEST_SKIP() << "NCCL test skipped: " << e.what();
+  }
+  const std::size_t bytes = 3 << 20;
+  std::vector<std::uint8_t> host(bytes), back(bytes, 0);
+  for (std::size_t i = 0; i < bytes; ++i) host[i] = std::uint8_t(i * 7 + 3);
+  void *send = nullptr, *recv = nullptr;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaMalloc(&send, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&recv, bytes), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaMemcpy(send, host.data(), bytes, cudaMemcpyHostToDevice);
+  cudaMemset(recv, 0, bytes);
+  comm->shift({send}, {recv}, bytes, {stream});
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaMemcpy(back.data(), recv, bytes, cudaMemcpyDeviceToHost);
+  EXPECT_TRUE(back == host) << "the bytes received differ from those sent";
+  cudaFree(send), cudaFree(recv), cudaStreamDestroy(stream);
+}
+#endif
+
 using Grid = std::tuple<int, RingLayout, bool, std::string>;
 class GpuRingLoopback : public ::testing::TestWithParam<Grid> {};
 
@@ -154,6 +222,27 @@ TEST(GpuRingNccl, EveryGpuOfThisMachine) {
   GpuRing ring(list, true);
   check_ring(c, *comm, ring.place(), rng, true);
   RecordProperty("nccl_ranks", devices);
+}
+
+// NCCL, one process per GPU (ncclCommInitRank through an id this process makes): here a ring of one rank, which
+// every machine with a GPU can run; several processes need several GPUs.
+TEST(GpuRingNccl, OneProcessPerGpuApi) {
+  ATTNLAB_REQUIRE_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  std::unique_ptr<attnlab::RingCommunicator> comm;
+  try {
+    comm = attnlab::nccl_communicator(attnlab::nccl_unique_id(), 1, 0, 0);
+  } catch (const attnlab::Error& e) {
+    GTEST_SKIP() << "NCCL test skipped: " << e.what();
+  }
+  EXPECT_EQ(comm->size(), 1);
+  RingCase c;
+  c.ranks = 1, c.causal = true, c.dtype = DType::bf16, c.N = 4, c.K = 4, c.Hqk = 64, c.Hv = 64, c.T = 300;
+  c.path = "cudnn";
+  GpuRing ring({0}, true);
+  check_ring(c, *comm, ring.place(), rng);
+  EXPECT_THROW(attnlab::nccl_communicator(attnlab::nccl_unique_id(), 2, 2, 0), attnlab::Error);
+  EXPECT_THROW(attnlab::nccl_communicator(std::vector<int>{0, 0}), attnlab::Error);
 }
 
 }  // namespace

@@ -114,7 +114,7 @@ TEST_P(RingCpu, MatchesTheWholeSequence) {
   std::tie(c.ranks, c.layout, c.causal) = GetParam();
   for (std::int64_t chunk : {1, 7}) {  // T = 2R (one token a chunk) and an odd chunk
     c.T = 2 * c.ranks * chunk;
-    c.path = "cpu-naive", c.dtype = DType::f32, c.N = 2, c.K = 2;
+    c.path = "cpu-naive", c.dtype = DType::f32, c.B = 1, c.N = 2, c.K = 2;
     run_case(c);
     c.path = "cpu-flash", c.dtype = DType::bf16, c.N = 4, c.K = 2, c.B = 2;  // GQA
     run_case(c);
@@ -190,7 +190,9 @@ Refusal refused(const std::function<void(attnlab::RingForwardShard&, std::vector
   } catch (const attnlab::Error& e) {
     r = {e.code(), e.what()};
   }
-  if (r.code != attnlab::ErrorCode::ok) EXPECT_TRUE(keep[0][3].same_bytes(before)) << "O written by a refused call";
+  if (r.code != attnlab::ErrorCode::ok) {
+    EXPECT_TRUE(keep[0][3].same_bytes(before)) << "O written by a refused call";
+  }
   return r;
 }
 
@@ -221,6 +223,17 @@ TEST(RingRules, RefusedBeforeAnyWork) {
   expect(refused([&](auto& s, auto&) { s.args.options.mask.causal = second, second = true; }),
          attnlab::ErrorCode::invalid_argument, "differs from shard 0");
   expect(refused([](auto& s, auto&) { s.ctx = nullptr; }), attnlab::ErrorCode::invalid_argument, "no context");
+  // The shard's own tensors are validated as a call would validate them: K with another head dim than Q, O of
+  // another dtype, a strided last dimension.
+  HostTensor narrow_k(DType::f32, {1, 6, 2, 4});
+  const Refusal k_head = refused([&](auto& s, auto&) { s.args.k = narrow_k.view(); });
+  EXPECT_EQ(k_head.code, attnlab::ErrorCode::invalid_argument) << k_head.message;
+  HostTensor half_o(DType::bf16, {1, 6, 2, 8});
+  const Refusal o_dtype = refused([&](auto& s, auto&) { s.args.o = half_o.view(); });
+  EXPECT_EQ(o_dtype.code, attnlab::ErrorCode::invalid_argument) << o_dtype.message;
+  EXPECT_NE(o_dtype.message.find("dtype"), std::string::npos) << o_dtype.message;
+  const Refusal strided = refused([](auto& s, auto&) { s.args.v.strides[3] = 2, s.args.v.shape[3] = 4; });
+  EXPECT_NE(strided.code, attnlab::ErrorCode::ok) << strided.message;
   // A path that cannot run the block calls: cudnn takes no f32 (and no CPU tensors).
   const Refusal path = refused([](auto& s, auto&) { s.args.options.path = "cudnn"; });
   EXPECT_NE(path.code, attnlab::ErrorCode::ok);

@@ -45,6 +45,7 @@ class Loopback final : public RingCommunicator {
       for (std::size_t i = 0; i < R; ++i) std::memcpy(recv[(i + 1) % R], send[i], bytes);
       return;
     }
+    const ring::gpu::DeviceScope restore_device(true);
     ring::gpu::set_device(device_index_);
     for (std::size_t i = 0; i < R; ++i) ring::gpu::record(reached_[i].get(), streams[i]);
     for (std::size_t i = 0; i < R; ++i) {

@@ -99,13 +99,20 @@ class Nccl final : public RingCommunicator {
       core::fail(ErrorCode::invalid_argument, "ring: an NCCL shift needs a buffer and a stream per local rank");
     const NcclApi& api = nccl();
     check(api.group_start(), "ncclGroupStart");
-    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    // The group is always closed, also when a send or receive fails to queue: a thread left inside a group would
+    // put every later NCCL call of the process into it.
+    ncclResult_t failed = ncclSuccess;
+    const char* what = "";
+    for (std::size_t i = 0; i < ranks_.size() && failed == ncclSuccess; ++i) {
       const int next = (ranks_[i] + 1) % size_, previous = (ranks_[i] + size_ - 1) % size_;
       auto* stream = static_cast<cudaStream_t>(streams[i]);
-      check(api.send(send[i], bytes, ncclInt8, next, comms_[i], stream), "ncclSend");
-      check(api.recv(recv[i], bytes, ncclInt8, previous, comms_[i], stream), "ncclRecv");
+      failed = api.send(send[i], bytes, ncclInt8, next, comms_[i], stream), what = "ncclSend";
+      if (failed == ncclSuccess)
+        failed = api.recv(recv[i], bytes, ncclInt8, previous, comms_[i], stream), what = "ncclRecv";
     }
-    check(api.group_end(), "ncclGroupEnd");
+    const ncclResult_t ended = api.group_end();
+    check(failed, what);
+    check(ended, "ncclGroupEnd");
   }
 
  private:
@@ -132,6 +139,7 @@ std::unique_ptr<RingCommunicator> nccl_communicator(const NcclUniqueId& id, int 
   const NcclApi& api = nccl();
   ncclUniqueId nid;
   std::memcpy(nid.internal, id.bytes.data(), sizeof(nid.internal));
+  const ring::gpu::DeviceScope restore_device(true);
   ring::gpu::set_device(device_index);
   ncclComm_t comm = nullptr;
   check(api.comm_init_rank(&comm, ranks, nid, rank), "ncclCommInitRank");
@@ -149,6 +157,7 @@ std::unique_ptr<RingCommunicator> nccl_communicator(const std::vector<int>& devi
                    "communicator runs several ranks on one device)",
                    device_indices[i]);
   const NcclApi& api = nccl();
+  const ring::gpu::DeviceScope restore_device(true);
   std::vector<ncclComm_t> comms(device_indices.size());
   check(api.comm_init_all(comms.data(), int(comms.size()), device_indices.data()), "ncclCommInitAll");
   std::vector<int> ranks;

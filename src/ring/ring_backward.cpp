@@ -62,6 +62,7 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
   const int R = comm.size();
   const bool causal = local[0].args.options.mask.causal;
   const Device device = local[0].args.q.device;
+  const gpu::DeviceScope restore_device(device == Device::cuda);
   const auto view = [&](std::size_t i, void* data, std::int64_t heads, std::int64_t H) {
     return dense4(data, shape.dtype, device, local[i].args.q.device_index, shape.B, shape.rows, heads, H);
   };
@@ -69,28 +70,40 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
     return static_cast<std::byte*>(kv) + shape.k_elems() * std::int64_t(shape.elem);
   };
 
-  // Every rule before any work, as in ring_forward: the block calls are probed with the buffers they will use.
   std::vector<BackwardLayout> buffers;
+  // Block call `call` of local rank i on K/V buffer `slot`: views into the rank's tensors and its scratch.
+  const auto block_args = [&](std::size_t i, int slot, const BlockCall& call) {
+    const BackwardLayout& l = buffers[i];
+    const BackwardArgs& sa = local[i].args;
+    BackwardArgs a = sa;
+    a.q = rows_of(sa.q, call.q_begin, call.q_rows);
+    a.o = rows_of(sa.o, call.q_begin, call.q_rows);
+    a.d_o = rows_of(sa.d_o, call.q_begin, call.q_rows);
+    a.lse = lse_rows_of(sa.lse, call.q_begin, call.q_rows);
+    a.k = rows_of(view(i, l.kv[slot], shape.K, shape.Hqk), call.k_begin, call.k_rows);
+    a.v = rows_of(view(i, v_of(l.kv[slot]), shape.K, shape.Hv), call.k_begin, call.k_rows);
+    a.dq = rows_of(view(i, l.dq_part, shape.N, shape.Hqk), call.q_begin, call.q_rows);
+    a.dk = rows_of(view(i, l.dk_part, shape.K, shape.Hqk), call.k_begin, call.k_rows);
+    a.dv = rows_of(view(i, l.dv_part, shape.K, shape.Hv), call.k_begin, call.k_rows);
+    a.options.mask.causal = call.causal;
+    a.options.mask.align = MaskAlign::top_left;
+    return a;
+  };
+
+  // Every rule before any work, as in ring_forward: the shard's own tensors, then every distinct block call.
   for (std::size_t i = 0; i < local.size(); ++i) {
     const RingBackwardShard& sh = local[i];
     const SliceShape s =
         slice_shape(sh.args.q, sh.args.k, sh.args.v, sh.args.options, sh.args.fp8.has_value(), "ring_backward");
     check_shards(comm, local.size(), options, shape, s, sh.args.q.device, sh.args.q.device_index, i,
                  local[0].args.options, sh.args.options, sh.ctx, sh.ring_workspace, bytes);
+    if (auto why = why_not(*sh.ctx, sh.args.options.path, sh.args))
+      core::fail(ErrorCode::unsupported, "ring_backward: shard {}: {}", i, *why);
     Carver c(sh.ring_workspace.data);
     buffers.push_back(carve(c, shape));
-    BackwardArgs probe = sh.args;
-    probe.k = view(i, buffers[i].kv[0], shape.K, shape.Hqk);
-    probe.v = view(i, v_of(buffers[i].kv[0]), shape.K, shape.Hv);
-    probe.dq = view(i, buffers[i].dq_part, shape.N, shape.Hqk);
-    probe.dk = view(i, buffers[i].dk_part, shape.K, shape.Hqk);
-    probe.dv = view(i, buffers[i].dv_part, shape.K, shape.Hv);
-    probe.options.mask.align = MaskAlign::top_left;
-    for (const bool probe_causal : {false, causal}) {
-      probe.options.mask.causal = probe_causal;
-      if (auto why = why_not(*sh.ctx, sh.args.options.path, probe))
+    for (const BlockCall& call : distinct_calls(options.layout, causal, R, comm.local_ranks()[i], shape.rows))
+      if (auto why = why_not(*sh.ctx, sh.args.options.path, block_args(i, 0, call)))
         core::fail(ErrorCode::unsupported, "ring_backward: the block calls cannot run: {}", *why);
-    }
   }
 
   std::vector<std::unique_ptr<RankStreams>> streams;
@@ -130,28 +143,13 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
       shift([&](const BackwardLayout& l) { return std::pair<const void*, void*>(l.kv[t % 2], l.kv[(t + 1) % 2]); },
             kv_bytes, kKv);
     for (std::size_t i = 0; i < local.size(); ++i) {
-      const RingBackwardShard& sh = local[i];
       const BackwardLayout& l = buffers[i];
       RankStreams& st = *streams[i];
       const int rank = comm.local_ranks()[i];
-      const TensorView k_block = view(i, l.kv[t % 2], shape.K, shape.Hqk);
-      const TensorView v_block = view(i, v_of(l.kv[t % 2]), shape.K, shape.Hv);
       const std::vector<BlockCall> calls =
           plan_step(options.layout, causal, R, rank, source_rank(R, rank, t), shape.rows);
       for (const BlockCall& call : calls) {
-        BackwardArgs a = sh.args;
-        a.q = rows_of(sh.args.q, call.q_begin, call.q_rows);
-        a.o = rows_of(sh.args.o, call.q_begin, call.q_rows);
-        a.d_o = rows_of(sh.args.d_o, call.q_begin, call.q_rows);
-        a.lse = lse_rows_of(sh.args.lse, call.q_begin, call.q_rows);
-        a.k = rows_of(k_block, call.k_begin, call.k_rows);
-        a.v = rows_of(v_block, call.k_begin, call.k_rows);
-        a.dq = rows_of(view(i, l.dq_part, shape.N, shape.Hqk), call.q_begin, call.q_rows);
-        a.dk = rows_of(view(i, l.dk_part, shape.K, shape.Hqk), call.k_begin, call.k_rows);
-        a.dv = rows_of(view(i, l.dv_part, shape.K, shape.Hv), call.k_begin, call.k_rows);
-        a.options.mask.causal = call.causal;
-        a.options.mask.align = MaskAlign::top_left;
-        const RunInfo ran = backward(*sh.ctx, a);
+        const RunInfo ran = backward(*local[i].ctx, block_args(i, t % 2, call));
         if (info.path.empty()) info.path = ran.path;
         ++info.block_calls;
         st.ops().accumulate(l.dq_acc, l.dq_part, shape.dtype, shape.B, shape.rows, shape.N * shape.Hqk,

@@ -112,17 +112,20 @@ RankStreams::RankStreams(Context& ctx, Device device, int device_index, void* tr
 
 void RankStreams::transfer_waits_for_compute() {
   if (device_ != Device::cuda || transfer_ == compute_) return;
+  gpu::set_device(device_index_);  // a null stream is the current device's legacy stream
   gpu::record(computed_.get(), compute_);
   gpu::wait(transfer_, computed_.get());
 }
 
 void RankStreams::transfer_done(int which) {
   if (device_ != Device::cuda || transfer_ == compute_) return;
+  gpu::set_device(device_index_);
   gpu::record(transferred_[which].get(), transfer_);
 }
 
 void RankStreams::compute_waits_for_transfer(int which) {
   if (device_ != Device::cuda) return;
+  gpu::set_device(device_index_);
   if (measure_) {
     wait_marks_.emplace_back(device_index_, true);
     gpu::record(wait_marks_.back().get(), compute_);
@@ -135,11 +138,15 @@ void RankStreams::compute_waits_for_transfer(int which) {
 }
 
 void RankStreams::mark_start() {
-  if (measure_) gpu::record(start_.get(), compute_);
+  if (!measure_) return;
+  gpu::set_device(device_index_);
+  gpu::record(start_.get(), compute_);
 }
 
 void RankStreams::mark_end() {
-  if (measure_) gpu::record(end_.get(), compute_);
+  if (!measure_) return;
+  gpu::set_device(device_index_);
+  gpu::record(end_.get(), compute_);
 }
 
 double RankStreams::wait_ms() const {

@@ -56,44 +56,53 @@ RingRunInfo ring_forward(RingCommunicator& comm, const std::vector<RingForwardSh
   const std::size_t bytes = ring_workspace_size(comm, local[0].args, options);
   const int R = comm.size();
   const bool causal = local[0].args.options.mask.causal;
-
-  // Every rule, on every shard, before any work: the ring's own, then the block calls' through why_not (which
-  // validates the arguments as the calls will pass them and asks the path), with and without the causal mask.
   const Device device = local[0].args.q.device;
-  const auto view = [&](std::size_t i, void* data, DType dtype, std::int64_t heads, std::int64_t H) {
-    return dense4(data, dtype, device, local[i].args.q.device_index, shape.B, shape.rows, heads, H);
-  };
-  const auto lse_view = [&](std::size_t i, float* data) {
-    return dense3(data, DType::f32, device, local[i].args.q.device_index, shape.B, shape.N, shape.rows);
+  const gpu::DeviceScope restore_device(device == Device::cuda);
+
+  const auto view = [&](std::size_t i, void* data, std::int64_t heads, std::int64_t H) {
+    return dense4(data, shape.dtype, device, local[i].args.q.device_index, shape.B, shape.rows, heads, H);
   };
   std::vector<ForwardLayout> buffers;
+  // Block call `call` of local rank i on K/V buffer `slot`: views into the rank's q and its scratch.
+  const auto block_args = [&](std::size_t i, int slot, const BlockCall& call) {
+    const ForwardLayout& l = buffers[i];
+    ForwardArgs a = local[i].args;
+    a.q = rows_of(local[i].args.q, call.q_begin, call.q_rows);
+    a.k = rows_of(view(i, l.kv[slot], shape.K, shape.Hqk), call.k_begin, call.k_rows);
+    a.v = rows_of(view(i, static_cast<std::byte*>(l.kv[slot]) + shape.k_elems() * std::int64_t(shape.elem), shape.K,
+                       shape.Hv),
+                  call.k_begin, call.k_rows);
+    a.o = rows_of(view(i, l.o_part, shape.N, shape.Hv), call.q_begin, call.q_rows);
+    a.lse = lse_rows_of(dense3(l.lse_part, DType::f32, device, local[i].args.q.device_index, shape.B, shape.N,
+                               shape.rows),
+                        call.q_begin, call.q_rows);
+    a.options.mask.causal = call.causal;
+    a.options.mask.align = MaskAlign::top_left;
+    return a;
+  };
+
+  // Every rule, on every shard, before any work: the ring's own; the shard's tensors as the whole slice's call
+  // would take them (shapes, dtypes, devices, strides: why_not validates them); then every distinct block call
+  // of the rank's steps, on the views it will use (why_not validates them and asks the path).
   for (std::size_t i = 0; i < local.size(); ++i) {
     const RingForwardShard& sh = local[i];
     const SliceShape s =
         slice_shape(sh.args.q, sh.args.k, sh.args.v, sh.args.options, sh.args.fp8.has_value(), "ring_forward");
     check_shards(comm, local.size(), options, shape, s, sh.args.q.device, sh.args.q.device_index, i,
                  local[0].args.options, sh.args.options, sh.ctx, sh.ring_workspace, bytes);
+    if (auto why = why_not(*sh.ctx, sh.args.options.path, sh.args))
+      core::fail(ErrorCode::unsupported, "ring_forward: shard {}: {}", i, *why);
     Carver c(sh.ring_workspace.data);
     buffers.push_back(carve(c, shape));
-    ForwardArgs probe = sh.args;
-    probe.k = view(i, buffers[i].kv[0], shape.dtype, shape.K, shape.Hqk);
-    probe.v = view(i, static_cast<std::byte*>(buffers[i].kv[0]) + shape.k_elems() * std::int64_t(shape.elem),
-                   shape.dtype, shape.K, shape.Hv);
-    probe.o = view(i, buffers[i].o_part, shape.dtype, shape.N, shape.Hv);
-    probe.lse = lse_view(i, buffers[i].lse_part);
-    probe.options.mask.align = MaskAlign::top_left;
-    for (const bool probe_causal : {false, causal}) {
-      probe.options.mask.causal = probe_causal;
-      if (auto why = why_not(*sh.ctx, sh.args.options.path, probe))
+    for (const BlockCall& call : distinct_calls(options.layout, causal, R, comm.local_ranks()[i], shape.rows))
+      if (auto why = why_not(*sh.ctx, sh.args.options.path, block_args(i, 0, call)))
         core::fail(ErrorCode::unsupported, "ring_forward: the block calls cannot run: {}", *why);
-    }
   }
 
   std::vector<std::unique_ptr<RankStreams>> streams;
   for (const RingForwardShard& sh : local)
     streams.push_back(std::make_unique<RankStreams>(*sh.ctx, sh.args.q.device, sh.args.q.device_index,
                                                     sh.transfer_stream, options.measure_waits));
-
   for (std::size_t i = 0; i < local.size(); ++i) {
     RankStreams& st = *streams[i];
     const ForwardLayout& l = buffers[i];
@@ -120,25 +129,11 @@ RingRunInfo ring_forward(RingCommunicator& comm, const std::vector<RingForwardSh
       for (auto& st : streams) st->transfer_done(0);
     }
     for (std::size_t i = 0; i < local.size(); ++i) {
-      const RingForwardShard& sh = local[i];
       const ForwardLayout& l = buffers[i];
       const int rank = comm.local_ranks()[i];
-      const TensorView k_block = view(i, l.kv[t % 2], shape.dtype, shape.K, shape.Hqk);
-      const TensorView v_block = view(i, static_cast<std::byte*>(l.kv[t % 2]) + shape.k_elems() * shape.elem,
-                                      shape.dtype, shape.K, shape.Hv);
-      const TensorView o_part = view(i, l.o_part, shape.dtype, shape.N, shape.Hv);
-      const TensorView lse_part = lse_view(i, l.lse_part);
       for (const BlockCall& call :
            plan_step(options.layout, causal, R, rank, source_rank(R, rank, t), shape.rows)) {
-        ForwardArgs a = sh.args;
-        a.q = rows_of(sh.args.q, call.q_begin, call.q_rows);
-        a.k = rows_of(k_block, call.k_begin, call.k_rows);
-        a.v = rows_of(v_block, call.k_begin, call.k_rows);
-        a.o = rows_of(o_part, call.q_begin, call.q_rows);
-        a.lse = lse_rows_of(lse_part, call.q_begin, call.q_rows);
-        a.options.mask.causal = call.causal;
-        a.options.mask.align = MaskAlign::top_left;
-        const RunInfo ran = forward(*sh.ctx, a);
+        const RunInfo ran = forward(*local[i].ctx, block_args(i, t % 2, call));
         if (info.path.empty()) info.path = ran.path;
         ++info.block_calls;
         streams[i]->ops().merge(l.o_acc, l.lse_acc, l.o_part, shape.dtype, l.lse_part, shape.B, shape.rows, shape.N,

@@ -45,7 +45,26 @@ void wait(void* stream, void* event);
 float elapsed_ms(void* start, void* end);  // waits for `end`
 void copy_async(void* dst, const void* src, std::size_t bytes, void* stream);
 void set_device(int device_index);
+int current_device();  // −1 when it cannot be read
 void synchronize(void* stream);
+
+// Restores the calling thread's current GPU when a ring call or a shift ends (they change it per rank): the
+// caller's threads are theirs.
+class DeviceScope {
+ public:
+  explicit DeviceScope(bool on_gpu) : previous_(on_gpu ? current_device() : -1) {}
+  ~DeviceScope() {
+    if (previous_ >= 0) try {
+        set_device(previous_);
+      } catch (...) {  // teardown of a failed call: its own error is the one to report
+      }
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_;
+};
 
 // An event owned for the lifetime of one ring call or communicator.
 class Event {

@@ -209,6 +209,15 @@ void copy_async(void* dst, const void* src, std::size_t bytes, void* stream) {
 
 void set_device(int device_index) { check_cuda(cudaSetDevice(device_index), "ring: cudaSetDevice"); }
 
+int current_device() {
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
 void synchronize(void* stream) {
   check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "ring: cudaStreamSynchronize");
 }

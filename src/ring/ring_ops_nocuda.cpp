@@ -18,6 +18,7 @@ void wait(void*, void*) { no_cuda(); }
 float elapsed_ms(void*, void*) { no_cuda(); }
 void copy_async(void*, const void*, std::size_t, void*) { no_cuda(); }
 void set_device(int) { no_cuda(); }
+int current_device() { return -1; }
 void synchronize(void*) { no_cuda(); }
 }  // namespace gpu
 }  // namespace attnlab::ring

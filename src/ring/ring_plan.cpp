@@ -1,5 +1,6 @@
 #include "ring/ring_plan.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace attnlab {
@@ -20,6 +21,19 @@ std::vector<BlockCall> plan_step(RingLayout layout, bool causal, int ranks, int 
   const std::int64_t chunk = rows / 2;
   if (src < rank) return {BlockCall{0, rows, 0, chunk, false}};  // both query chunks after src's first chunk
   return {BlockCall{chunk, chunk, 0, rows, false}};              // the second query chunk after both of src's
+}
+
+std::vector<BlockCall> distinct_calls(RingLayout layout, bool causal, int ranks, int rank, std::int64_t rows) {
+  std::vector<BlockCall> out;
+  for (int t = 0; t < ranks; ++t)
+    for (const BlockCall& c : plan_step(layout, causal, ranks, rank, source_rank(ranks, rank, t), rows)) {
+      const auto same = [&](const BlockCall& o) {
+        return o.q_begin == c.q_begin && o.q_rows == c.q_rows && o.k_begin == c.k_begin && o.k_rows == c.k_rows &&
+               o.causal == c.causal;
+      };
+      if (std::none_of(out.begin(), out.end(), same)) out.push_back(c);
+    }
+  return out;
 }
 
 }  // namespace ring

@@ -27,4 +27,7 @@ int source_rank(int ranks, int rank, int step);
 //               the second query chunk against both of src's chunks — each step the same work, T/R · T/(2R).
 std::vector<BlockCall> plan_step(RingLayout layout, bool causal, int ranks, int rank, int src, std::int64_t rows);
 
+// Every call of `rank`'s R steps, each shape and place once (what validation must see before any work).
+std::vector<BlockCall> distinct_calls(RingLayout layout, bool causal, int ranks, int rank, std::int64_t rows);
+
 }  // namespace attnlab::ring
