@@ -4,7 +4,8 @@
 #   1. the ring GPU tests (test_gpu: GpuRing*): the loopback ring on one GPU for 1–4 ranks, both layouts, causal
 #      and not, cudnn and flash blocks, non-blocking and legacy streams; NCCL over every GPU of the machine, with
 #      libnccl.so.2 found on the library path or in the Python packages (torch's nvidia-nccl wheel);
-#   2. compute-sanitizer memcheck over a reduced set (GpuRingFeatures: one-token chunks, 342-row slices);
+#   2. compute-sanitizer memcheck over a reduced set (GpuRingFeatures: one-token chunks, 114-row slices, the legacy
+#      default stream);
 #   3. `attnlab ring` at T = 131072, causal, GQA 32/8, H 128, bf16, on 1, 2 and 4 ranks (NCCL where there is a GPU
 #      per rank, else the loopback on one GPU), forward and backward; ATTNLAB_RING_ARGS adds flags.
 #   ATTNLAB_RING_STEPS lists the steps to run (default "1 2 3").

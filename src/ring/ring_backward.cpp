@@ -90,26 +90,8 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
     return a;
   };
 
-  // Every rule before any work, as in ring_forward: the shard's own tensors, then every distinct block call.
-  for (std::size_t i = 0; i < local.size(); ++i) {
-    const RingBackwardShard& sh = local[i];
-    const SliceShape s =
-        slice_shape(sh.args.q, sh.args.k, sh.args.v, sh.args.options, sh.args.fp8.has_value(), "ring_backward");
-    check_shards(comm, local.size(), options, shape, s, sh.args.q.device, sh.args.q.device_index, i,
-                 local[0].args.options, sh.args.options, sh.ctx, sh.ring_workspace, bytes);
-    if (auto why = why_not(*sh.ctx, sh.args.options.path, sh.args))
-      core::fail(ErrorCode::unsupported, "ring_backward: shard {}: {}", i, *why);
-    Carver c(sh.ring_workspace.data);
-    buffers.push_back(carve(c, shape));
-    for (const BlockCall& call : distinct_calls(options.layout, causal, R, comm.local_ranks()[i], shape.rows))
-      if (auto why = why_not(*sh.ctx, sh.args.options.path, block_args(i, 0, call)))
-        core::fail(ErrorCode::unsupported, "ring_backward: the block calls cannot run: {}", *why);
-  }
-
-  std::vector<std::unique_ptr<RankStreams>> streams;
-  for (const RingBackwardShard& sh : local)
-    streams.push_back(std::make_unique<RankStreams>(*sh.ctx, sh.args.q.device, sh.args.q.device_index,
-                                                    sh.transfer_stream, options.measure_waits));
+  check_and_carve(comm, local, options, shape, bytes, "ring_backward", buffers, carve, block_args);
+  const std::vector<std::unique_ptr<RankStreams>> streams = rank_streams(local, options);
   for (std::size_t i = 0; i < local.size(); ++i) {
     RankStreams& st = *streams[i];
     const BackwardLayout& l = buffers[i];

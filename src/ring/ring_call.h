@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "attnlab/ring.h"
+#include "core/error.h"
 #include "ring/ring_ops.h"
+#include "ring/ring_plan.h"
 
 namespace attnlab::ring {
 
@@ -90,5 +92,39 @@ class RankStreams {
   std::vector<gpu::Event> wait_marks_;  // pairs around each wait, when measuring
   gpu::Event start_, end_;
 };
+
+// Every rule on every shard, before any work (ring.h): the ring's own (check_shards); the shard's tensors as the
+// whole slice's call would take them (why_not validates shapes, dtypes, devices and strides); then every distinct
+// block call of the rank's steps on the views it will use (why_not validates them and asks the path). Carves each
+// shard's scratch into `buffers` on the way: block_args(i, slot, call) reads them.
+template <class Shard, class Layout, class Carve, class BlockArgs>
+void check_and_carve(const RingCommunicator& comm, const std::vector<Shard>& local, const RingOptions& options,
+                     const SliceShape& shape, std::size_t bytes, const char* what, std::vector<Layout>& buffers,
+                     Carve&& carve, BlockArgs&& block_args) {
+  const bool causal = local[0].args.options.mask.causal;
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    const Shard& sh = local[i];
+    const SliceShape s = slice_shape(sh.args.q, sh.args.k, sh.args.v, sh.args.options, sh.args.fp8.has_value(), what);
+    check_shards(comm, local.size(), options, shape, s, sh.args.q.device, sh.args.q.device_index, i,
+                 local[0].args.options, sh.args.options, sh.ctx, sh.ring_workspace, bytes);
+    if (auto why = why_not(*sh.ctx, sh.args.options.path, sh.args))
+      core::fail(ErrorCode::unsupported, "{}: shard {}: {}", what, i, *why);
+    Carver c(sh.ring_workspace.data);
+    buffers.push_back(carve(c, shape));
+    for (const BlockCall& call : distinct_calls(options.layout, causal, comm.size(), comm.local_ranks()[i], shape.rows))
+      if (auto why = why_not(*sh.ctx, sh.args.options.path, block_args(i, 0, call)))
+        core::fail(ErrorCode::unsupported, "{}: the block calls cannot run: {}", what, *why);
+  }
+}
+
+// Each local rank's streams and element operations.
+template <class Shard>
+std::vector<std::unique_ptr<RankStreams>> rank_streams(const std::vector<Shard>& local, const RingOptions& options) {
+  std::vector<std::unique_ptr<RankStreams>> streams;
+  for (const Shard& sh : local)
+    streams.push_back(std::make_unique<RankStreams>(*sh.ctx, sh.args.q.device, sh.args.q.device_index,
+                                                    sh.transfer_stream, options.measure_waits));
+  return streams;
+}
 
 }  // namespace attnlab::ring
