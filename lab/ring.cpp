@@ -39,6 +39,7 @@ struct RingFlags : ServingFlags {
   std::int64_t B = 1, T = 0, H = 128;
   std::string heads = "32/8";
   std::string path = "auto";
+  std::string backward_path = "auto";
   int warmup = 1, repeats = 3;
 };
 
@@ -110,9 +111,11 @@ int run_ring(const RingFlags& f) {
   s.dtype = resolve_dtype(f.dtype, device);
   const Heads heads = parse_heads(f.heads, "N/K, e.g. 32/8");
   s.B = f.B, s.N = heads.N, s.K = heads.K, s.H = f.H, s.causal = !f.no_causal, s.path = f.path;
+  s.backward_path = f.backward_path;
   s.layout = f.layout == "contiguous" ? attnlab::RingLayout::contiguous : attnlab::RingLayout::zigzag;
   s.T = f.T > 0 ? f.T : (device == attnlab::Device::cuda ? 131072 : 256);
   check_path_name("--path", f.path);
+  check_path_name("--backward-path", f.backward_path);
   for (int R : f.ranks) {
     const std::int64_t unit = s.layout == attnlab::RingLayout::zigzag ? 2 * R : R;
     if (R < 1 || s.T % unit != 0)
@@ -249,7 +252,9 @@ Action attach_ring(CLI::App& cmd) {
 
   const char* run = "Run";
   add_dtype_flag(cmd, *f, run);
-  cmd.add_option("--path", f->path, "path of the block calls")->capture_default_str()->group(run);
+  cmd.add_option("--path", f->path, "path of the forward block calls")->capture_default_str()->group(run);
+  cmd.add_option("--backward-path", f->backward_path, "path of the backward block calls (flash has no backward)")
+      ->capture_default_str()->group(run);
   add_run_flags(cmd, *f, "where the ranks' tensors live (default: cuda when a CUDA path is available)", run);
   cmd.add_option("--warmup", f->warmup, "untimed calls first")->capture_default_str()->group("Timing");
   cmd.add_option("--repeats", f->repeats, "timed calls (median)")->check(positive)->capture_default_str()

@@ -137,6 +137,7 @@ RingRanks::RingRanks(const RingShape& s, attnlab::RingCommunicator& comm, bool b
       g.args.dk = view(r->dk, dt, {s.B, rows, s.K, s.H}, device, di);
       g.args.dv = view(r->dv, dt, {s.B, rows, s.K, s.H}, device, di);
       g.args.options = f.args.options;
+      g.args.options.path = s.backward_path;
       r->ring_backward = RankMemory(attnlab::ring_workspace_size(comm, g.args, options), device, di);
       g.ring_workspace = {r->ring_backward.data(), r->ring_backward.bytes()};
       backward_.push_back(g);

@@ -21,6 +21,7 @@ struct RingShape {
   bool causal = true;
   attnlab::RingLayout layout = attnlab::RingLayout::zigzag;
   std::string path = "auto";
+  std::string backward_path = "auto";
 };
 
 // Host or device memory of one rank (256-byte aligned on the host, as the ring's scratch must be).

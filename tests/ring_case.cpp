@@ -242,6 +242,7 @@ void check_ring(const RingCase& c, attnlab::RingCommunicator& comm, RingPlace& p
     a.q = s.qv, a.k = s.kv, a.v = s.vv, a.o = s.ov, a.lse = s.lsev, a.d_o = s.d_ov;
     a.dq = s.dqv, a.dk = s.dkv, a.dv = s.dvv;
     a.options = forward[i].args.options;
+    if (!c.backward_path.empty()) a.options.path = c.backward_path;
     backward[i].ctx = place.contexts[i];
     backward[i].transfer_stream = place.transfer_streams[i];
     backward[i].ring_workspace = place.scratch(attnlab::ring_workspace_size(comm, a, options), i);

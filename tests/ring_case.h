@@ -20,6 +20,7 @@ struct RingCase {
   std::int64_t B = 1, T = 16, N = 2, K = 2, Hqk = 16, Hv = 16;
   DType dtype = DType::f32;
   std::string path = "cpu-naive";
+  std::string backward_path;  // the backward calls' path; empty: `path` (flash has no backward)
   float softcap = 0.0f;
   bool backward = true;
   std::string name() const;
