@@ -25,7 +25,8 @@ namespace {
 using attnlab::RingLayout;
 
 #if ATTNLAB_WITH_CUDA
-// Contexts, streams, device copies and scratch of one GPU ring; everything freed at the end of the test.
+// Contexts, streams, device copies and scratch of one GPU ring, a context per local rank on devices[rank] (a
+// loopback puts every rank on GPU 0); everything freed at the end of the test.
 class GpuRing {
  public:
   GpuRing(const std::vector<int>& devices, bool non_blocking) {
@@ -128,7 +129,7 @@ TEST(GpuRingOrder, LateTransfersStillOrdered) {
     c.ranks = 4, c.layout = layout, c.causal = true, c.dtype = DType::bf16, c.N = 4, c.K = 2, c.Hqk = 64, c.Hv = 64;
     c.T = 8 * 40, c.path = "cudnn";
     SlowLoopback comm(c.ranks);
-    GpuRing ring({0}, true);
+    GpuRing ring(std::vector<int>(std::size_t(c.ranks), 0), true);
     check_ring(c, comm, ring.place(), rng, /*expect_waits=*/false);
   }
 }
@@ -172,7 +173,7 @@ TEST_P(GpuRingLoopback, MatchesTheWholeSequence) {
   if (c.path == "flash") c.backward_path = "cudnn";  // flash has no backward kernel
   c.dtype = DType::bf16, c.B = 1, c.N = 4, c.K = 2, c.Hqk = 128, c.Hv = 128;
   c.T = 2 * c.ranks * 57;  // 114 rows a rank: no multiple of a tile
-  GpuRing ring({0}, /*non_blocking=*/true);
+  GpuRing ring(std::vector<int>(std::size_t(c.ranks), 0), /*non_blocking=*/true);
   auto comm = attnlab::loopback_communicator(c.ranks, Device::cuda, 0);
   check_ring(c, *comm, ring.place(), rng, /*expect_waits=*/c.ranks % 2 == 0);
 }
@@ -185,7 +186,7 @@ TEST(GpuRingFeatures, LegacyDefaultStream) {
   RingCase c;
   c.ranks = 3, c.layout = RingLayout::zigzag, c.causal = true, c.dtype = DType::bf16, c.N = 4, c.K = 2;
   c.Hqk = 128, c.Hv = 128, c.T = 6 * 57, c.path = "flash", c.backward_path = "auto";
-  GpuRing ring({0}, /*non_blocking=*/false);
+  GpuRing ring(std::vector<int>(std::size_t(c.ranks), 0), /*non_blocking=*/false);
   auto comm = attnlab::loopback_communicator(c.ranks, Device::cuda, 0);
   check_ring(c, *comm, ring.place(), rng);
 }
@@ -206,7 +207,7 @@ TEST(GpuRingFeatures, OddSlicesHeadDim64F16) {
   RingCase c;
   c.ranks = 3, c.layout = RingLayout::zigzag, c.causal = true, c.T = 6 * 1;  // one token a chunk
   c.dtype = DType::f16, c.N = 8, c.K = 1, c.Hqk = 64, c.Hv = 64, c.path = "auto";
-  GpuRing ring({0}, true);
+  GpuRing ring(std::vector<int>(std::size_t(c.ranks), 0), true);
   auto comm = attnlab::loopback_communicator(c.ranks, Device::cuda, 0);
   check_ring(c, *comm, ring.place(), rng);
   c.T = 6 * 57, c.causal = false, c.layout = RingLayout::contiguous;  // 114 rows a rank
@@ -250,7 +251,7 @@ TEST(GpuRingNccl, OneProcessPerGpuApi) {
   RingCase c;
   c.ranks = 1, c.causal = true, c.dtype = DType::bf16, c.N = 4, c.K = 4, c.Hqk = 64, c.Hv = 64, c.T = 300;
   c.path = "cudnn";
-  GpuRing ring({0}, true);
+  GpuRing ring(std::vector<int>(std::size_t(c.ranks), 0), true);
   check_ring(c, *comm, ring.place(), rng);
   EXPECT_THROW(attnlab::nccl_communicator(attnlab::nccl_unique_id(), 2, 2, 0), attnlab::Error);
   EXPECT_THROW(attnlab::nccl_communicator(std::vector<int>{0, 0}), attnlab::Error);
