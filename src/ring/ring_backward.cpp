@@ -5,13 +5,15 @@
 // every block's dK/dV has visited every rank and arrived back at its own (docs/ring.md).
 //
 // Per rank, in stream order (compute stream C, transfer stream X):
-//   C: dq_acc = 0, dkv[0] = 0, pack own K/V → kv[0]
+//   C: pack own K/V → kv[0]
 //   step t:  X waits for C; shift kv[t % 2] → kv[(t + 1) % 2] on X              (t < R − 1)
-//            C: block backward calls on kv[t % 2] into the part buffers; dq_acc += dq_part
-//            C waits for X's dK/dV shift of step t − 1; dkv[t % 2] += dk_part, dv_part   (t > 0)
-//            X waits for C; shift dkv[t % 2] → dkv[(t + 1) % 2] on X             (R > 1)
+//            C: block backward calls on kv[t % 2] into the part buffers; dq_acc += dq_part (a row's first block
+//               sets it, its last writes dq)
+//            C waits for X's dK/dV shift of step t − 1; dkv[t % 2] += dk_part, dv_part (set at t = 0)
+//            X waits for C; shift dkv[t % 2] → dkv[(t + 1) % 2] on X
 //            C waits for X's K/V shift                                            (t < R − 1)
-//   C waits for the last dK/dV shift; dq, dk, dv = round(acc)
+//   C waits for the last dK/dV shift; dk, dv = round(dkv[R % 2])
+// One rank (R = 1) is the call of the whole slice itself.
 #include <limits>
 
 #include "core/error.h"
@@ -91,13 +93,24 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
   };
 
   check_and_carve(comm, local, options, shape, bytes, "ring_backward", buffers, carve, block_args);
+  RingRunInfo info;
+  info.steps = R;
+  if (R == 1) {  // one block: the call of the whole slice, straight into the gradients
+    for (const RingBackwardShard& sh : local) {
+      BackwardArgs a = sh.args;
+      a.options.mask.align = MaskAlign::top_left;  // = bottom-right: T = S
+      info.path = backward(*sh.ctx, a).path;
+      ++info.block_calls;
+    }
+    return info;
+  }
   const std::vector<std::unique_ptr<RankStreams>> streams = rank_streams(local, options);
+  std::vector<RowProgress> progress;
   for (std::size_t i = 0; i < local.size(); ++i) {
     RankStreams& st = *streams[i];
     const BackwardLayout& l = buffers[i];
+    progress.emplace_back(options.layout, causal, R, comm.local_ranks()[i], shape.rows);
     st.mark_start();
-    st.ops().fill(l.dq_acc, shape.B * shape.rows * shape.N * shape.Hqk, 0.0f);
-    st.ops().fill(l.dkv[0], shape.kv_elems(), 0.0f);
     st.ops().pack(l.kv[0], local[i].args.k);
     st.ops().pack(v_of(l.kv[0]), local[i].args.v);
   }
@@ -116,8 +129,6 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
   };
   constexpr int kKv = 0, kDkv = 1;
 
-  RingRunInfo info;
-  info.steps = R;
   const std::size_t kv_bytes = std::size_t(shape.kv_elems()) * shape.elem;
   const std::size_t dkv_bytes = std::size_t(shape.kv_elems()) * sizeof(float);
   for (int t = 0; t < R; ++t) {
@@ -134,24 +145,26 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
         const RunInfo ran = backward(*local[i].ctx, block_args(i, t % 2, call));
         if (info.path.empty()) info.path = ran.path;
         ++info.block_calls;
-        st.ops().accumulate(l.dq_acc, l.dq_part, shape.dtype, shape.B, shape.rows, shape.N * shape.Hqk,
-                            call.q_begin, call.q_rows);
+        // Each row's first block sets dq's accumulator, its last writes dq.
+        progress[i].take(call, [&](std::int64_t begin, std::int64_t count, bool first, bool last) {
+          const Rows rows{shape.B, shape.rows, shape.N, shape.Hqk, begin, count};
+          st.ops().accumulate(l.dq_acc, l.dq_part, shape.dtype, rows, first, last ? &local[i].args.dq : nullptr);
+        });
       }
       if (t > 0) st.compute_waits_for_transfer(kDkv);
       float* dk_acc = l.dkv[t % 2];
       float* dv_acc = dk_acc + shape.k_elems();
-      for (const BlockCall& call : calls) {
-        st.ops().accumulate(dk_acc, l.dk_part, shape.dtype, shape.B, shape.rows, shape.K * shape.Hqk, call.k_begin,
-                            call.k_rows);
-        st.ops().accumulate(dv_acc, l.dv_part, shape.dtype, shape.B, shape.rows, shape.K * shape.Hv, call.k_begin,
-                            call.k_rows);
+      for (const BlockCall& call : calls) {  // step 0's call takes every key row: it sets the accumulator
+        st.ops().accumulate(dk_acc, l.dk_part, shape.dtype,
+                            Rows{shape.B, shape.rows, shape.K, shape.Hqk, call.k_begin, call.k_rows}, t == 0, nullptr);
+        st.ops().accumulate(dv_acc, l.dv_part, shape.dtype,
+                            Rows{shape.B, shape.rows, shape.K, shape.Hv, call.k_begin, call.k_rows}, t == 0, nullptr);
       }
     }
-    if (R > 1)
-      shift([&](const BackwardLayout& l) {
-              return std::pair<const void*, void*>(l.dkv[t % 2], l.dkv[(t + 1) % 2]);
-            },
-            dkv_bytes, kDkv);
+    shift([&](const BackwardLayout& l) {
+            return std::pair<const void*, void*>(l.dkv[t % 2], l.dkv[(t + 1) % 2]);
+          },
+          dkv_bytes, kDkv);
     if (t + 1 < R)
       for (auto& st : streams) st->compute_waits_for_transfer(kKv);
   }
@@ -159,9 +172,8 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
   for (std::size_t i = 0; i < local.size(); ++i) {
     RankStreams& st = *streams[i];
     const BackwardLayout& l = buffers[i];
-    if (R > 1) st.compute_waits_for_transfer(kDkv);
-    const float* dk = l.dkv[R > 1 ? R % 2 : 0];  // after R shifts of the accumulator (none when R = 1)
-    st.ops().store(local[i].args.dq, l.dq_acc);
+    st.compute_waits_for_transfer(kDkv);
+    const float* dk = l.dkv[R % 2];  // home after R shifts of the accumulator
     st.ops().store(local[i].args.dk, dk);
     st.ops().store(local[i].args.dv, dk + shape.k_elems());
     st.mark_end();

@@ -93,6 +93,29 @@ class RankStreams {
   gpu::Event start_, end_;
 };
 
+// Which block of a row is its first (it sets the accumulator) and which its last (it writes the output), per
+// segment of the rank's rows (ring_plan.h), as the rank's calls come.
+class RowProgress {
+ public:
+  RowProgress(RingLayout layout, bool causal, int ranks, int rank, std::int64_t rows)
+      : segments_(segments(layout, rows)), cover_(coverage(layout, causal, ranks, rank, rows)), seen_(cover_.size()) {}
+  // fn(begin, count, first, last) for each segment of the call's query rows.
+  template <class Fn>
+  void take(const BlockCall& call, Fn&& fn) {
+    for (std::size_t s = 0; s < segments_.size(); ++s) {
+      const auto [begin, end] = segments_[s];
+      if (begin < call.q_begin || call.q_begin + call.q_rows < end) continue;
+      const bool first = seen_[s] == 0;
+      const bool last = ++seen_[s] == cover_[s];
+      fn(begin, end - begin, first, last);
+    }
+  }
+
+ private:
+  std::vector<std::array<std::int64_t, 2>> segments_;
+  std::vector<int> cover_, seen_;
+};
+
 // Every rule on every shard, before any work (ring.h): the ring's own (check_shards); the shard's tensors as the
 // whole slice's call would take them (why_not validates shapes, dtypes, devices and strides); then every distinct
 // block call of the rank's steps on the views it will use (why_not validates them and asks the path). Carves each

@@ -1,13 +1,14 @@
 // ring_forward: each local rank attends its query slice to the K/V block it holds, merges the block's output into
 // an f32 accumulator through the LSE, and passes the block on; the exchange for step t + 1 runs on the transfer
-// stream while step t computes (double-buffered K/V). Outputs are written once, at the end (docs/ring.md).
+// stream while step t computes (double-buffered K/V). Each output row is written once, by its last block's merge
+// (docs/ring.md).
 //
 // Per rank, in stream order (compute stream C, transfer stream X):
-//   C: acc = 0, lse = −inf, pack own K/V → kv[0]
+//   C: pack own K/V → kv[0]
 //   step t:  X waits for C; shift kv[t % 2] → kv[(t + 1) % 2] on X     (t < R − 1)
-//            C: block calls on kv[t % 2], merges
+//            C: block calls on kv[t % 2], merges (a row's first block sets acc, its last writes o and lse)
 //            C waits for X's shift                                       (t < R − 1)
-//   C: o = round(acc), lse = lse_acc
+// One rank (R = 1) is the call of the whole slice itself.
 // kv[(t + 1) % 2] is free when X receives into it: C's calls of step t − 1 read it, and X waited for them.
 #include <limits>
 
@@ -82,19 +83,28 @@ RingRunInfo ring_forward(RingCommunicator& comm, const std::vector<RingForwardSh
   };
 
   check_and_carve(comm, local, options, shape, bytes, "ring_forward", buffers, carve, block_args);
+  RingRunInfo info;
+  info.steps = R;
+  if (R == 1) {  // one block: the call of the whole slice, straight into the outputs
+    for (const RingForwardShard& sh : local) {
+      ForwardArgs a = sh.args;
+      a.options.mask.align = MaskAlign::top_left;  // = bottom-right: T = S
+      info.path = forward(*sh.ctx, a).path;
+      ++info.block_calls;
+    }
+    return info;
+  }
   const std::vector<std::unique_ptr<RankStreams>> streams = rank_streams(local, options);
+  std::vector<RowProgress> progress;
   for (std::size_t i = 0; i < local.size(); ++i) {
     RankStreams& st = *streams[i];
     const ForwardLayout& l = buffers[i];
+    progress.emplace_back(options.layout, causal, R, comm.local_ranks()[i], shape.rows);
     st.mark_start();
-    st.ops().fill(l.o_acc, shape.B * shape.rows * shape.N * shape.Hv, 0.0f);
-    st.ops().fill(l.lse_acc, shape.B * shape.N * shape.rows, -std::numeric_limits<float>::infinity());
     st.ops().pack(l.kv[0], local[i].args.k);
     st.ops().pack(static_cast<std::byte*>(l.kv[0]) + shape.k_elems() * std::int64_t(shape.elem), local[i].args.v);
   }
 
-  RingRunInfo info;
-  info.steps = R;
   const std::size_t kv_bytes = std::size_t(shape.kv_elems()) * shape.elem;
   for (int t = 0; t < R; ++t) {
     if (t + 1 < R) {
@@ -116,19 +126,17 @@ RingRunInfo ring_forward(RingCommunicator& comm, const std::vector<RingForwardSh
         const RunInfo ran = forward(*local[i].ctx, block_args(i, t % 2, call));
         if (info.path.empty()) info.path = ran.path;
         ++info.block_calls;
-        streams[i]->ops().merge(l.o_acc, l.lse_acc, l.o_part, shape.dtype, l.lse_part, shape.B, shape.rows, shape.N,
-                                shape.Hv, call.q_begin, call.q_rows);
+        // Each row's first block sets the accumulator, its last writes o and lse.
+        progress[i].take(call, [&](std::int64_t begin, std::int64_t count, bool first, bool last) {
+          const Rows rows{shape.B, shape.rows, shape.N, shape.Hv, begin, count};
+          streams[i]->ops().merge(l.o_acc, l.lse_acc, l.o_part, shape.dtype, l.lse_part, rows, first,
+                                  last ? &local[i].args.o : nullptr, last ? &local[i].args.lse : nullptr);
+        });
       }
       if (t + 1 < R) streams[i]->compute_waits_for_transfer(0);
     }
   }
-
-  for (std::size_t i = 0; i < local.size(); ++i) {
-    RankStreams& st = *streams[i];
-    st.ops().store(local[i].args.o, buffers[i].o_acc);
-    if (!local[i].args.lse.empty()) st.ops().store(local[i].args.lse, buffers[i].lse_acc);
-    st.mark_end();
-  }
+  for (auto& st : streams) st->mark_end();
   if (options.measure_waits && device == Device::cuda)
     for (auto& st : streams) info.wait_ms.push_back(st->wait_ms()), info.total_ms.push_back(st->total_ms());
   return info;

@@ -1,7 +1,7 @@
 // The element work of a ring call besides attention itself, on one rank's device: packing its K/V slice for the
 // exchange, merging block outputs through their LSE, accumulating block gradients, storing the results. A CPU
-// version (loops) and a CUDA version (kernels ordered on a stream; ring_ops_cuda.cu).
-// Dense buffers: a (B, T, width) f32 or input-dtype tensor, row t of batch b at (b·T + t)·width.
+// version (loops) and a CUDA version (kernels ordered on a stream; ring_ops_cuda.cu). The first block of a row
+// sets its accumulator and the last writes the output, so a row costs one pass per block and nothing else.
 #pragma once
 
 #include <cstdint>
@@ -11,22 +11,29 @@
 
 namespace attnlab::ring {
 
+// A range of rows of a rank's slice, in every (batch, head): rows [begin, begin + count) of a dense tensor of
+// `total` rows per batch, `heads` × H elements a row.
+struct Rows {
+  std::int64_t B = 0, total = 0, heads = 0, H = 0, begin = 0, count = 0;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
   // The strided 4-D view `src` copied into `dst` densely.
   virtual void pack(void* dst, const TensorView& src) = 0;
-  virtual void fill(float* dst, std::int64_t count, float value) = 0;
-  // Rows [row_begin, row_begin + rows) of every (b, n): the block output o_part (B, T, N, Hv, dtype) with its
-  // lse_part (B, N, T) merged into o_acc (B, T, N, Hv, f32) and lse_acc (B, N, T), o_acc kept normalized:
-  //   L = log(e^lse_acc + e^lse_part),  o_acc = o_acc·e^(lse_acc − L) + o_part·e^(lse_part − L)
+  // A block's output o_part (dense (B, total, N, Hv), dtype) with its lse_part (B, N, total) merged into the
+  // accumulator o_acc (the same, f32) and lse_acc, kept normalized:
+  //   L = log(e^lse_acc + e^lse_part),  o = o_acc·e^(lse_acc − L) + o_part·e^(lse_part − L)
+  // first: the accumulator holds nothing for these rows yet (it is set, not read). out (the rows' last block): o
+  // goes to the strided view *out rounded to its dtype, and L to *out_lse when given, instead of the accumulator.
   // A block row with lse_part = −inf (no visible key) changes nothing.
   virtual void merge(float* o_acc, float* lse_acc, const void* o_part, DType dtype, const float* lse_part,
-                     std::int64_t B, std::int64_t T, std::int64_t N, std::int64_t Hv, std::int64_t row_begin,
-                     std::int64_t rows) = 0;
-  // acc (B, T, width, f32) += part (B, T, width, dtype) over rows [row_begin, row_begin + rows).
-  virtual void accumulate(float* acc, const void* part, DType dtype, std::int64_t B, std::int64_t T,
-                          std::int64_t width, std::int64_t row_begin, std::int64_t rows) = 0;
+                     const Rows& rows, bool first, const TensorView* out, const TensorView* out_lse) = 0;
+  // acc (dense (B, total, heads, H), f32) += part (the same, dtype) over the rows; first: acc = part. out: the
+  // sum goes to the strided (B, total, heads, H) view *out rounded to its dtype instead of acc.
+  virtual void accumulate(float* acc, const void* part, DType dtype, const Rows& rows, bool first,
+                          const TensorView* out) = 0;
   // The dense f32 tensor `src` of dst's shape rounded into the strided view `dst` (rank 3 or 4; f32, f16, bf16).
   virtual void store(const TensorView& dst, const float* src) = 0;
 };

@@ -26,35 +26,49 @@ class CpuOps final : public Ops {
         }
   }
 
-  void fill(float* dst, std::int64_t count, float value) override {
-    for (std::int64_t i = 0; i < count; ++i) dst[i] = value;
-  }
-
-  void merge(float* o_acc, float* lse_acc, const void* o_part, DType dtype, const float* lse_part, std::int64_t B,
-             std::int64_t T, std::int64_t N, std::int64_t Hv, std::int64_t row_begin, std::int64_t rows) override {
+  void merge(float* o_acc, float* lse_acc, const void* o_part, DType dtype, const float* lse_part, const Rows& r,
+             bool first, const TensorView* out, const TensorView* out_lse) override {
     const float neg_inf = -std::numeric_limits<float>::infinity();
-    for (std::int64_t b = 0; b < B; ++b)
+    const std::int64_t N = r.heads, Hv = r.H;
+    for (std::int64_t b = 0; b < r.B; ++b)
       for (std::int64_t n = 0; n < N; ++n)
-        for (std::int64_t t = row_begin; t < row_begin + rows; ++t) {
-          const std::int64_t l = (b * N + n) * T + t;
-          const float part = lse_part[l], acc = lse_acc[l];
-          if (!(part > neg_inf)) continue;
+        for (std::int64_t t = r.begin; t < r.begin + r.count; ++t) {
+          const std::int64_t l = (b * N + n) * r.total + t;
+          const float part = lse_part[l], acc = first ? neg_inf : lse_acc[l];
           const float m = std::max(part, acc);
-          const float merged = m + std::log(std::exp(acc - m) + std::exp(part - m));
-          const float w_acc = std::exp(acc - merged), w_part = std::exp(part - merged);
-          const std::int64_t o = ((b * T + t) * N + n) * Hv;
-          for (std::int64_t h = 0; h < Hv; ++h)
-            o_acc[o + h] = o_acc[o + h] * w_acc + core::load_float(o_part, dtype, o + h) * w_part;
-          lse_acc[l] = merged;
+          float merged = neg_inf, w_acc = 0, w_part = 0;
+          if (m > neg_inf) {
+            merged = m + std::log(std::exp(acc - m) + std::exp(part - m));
+            w_acc = std::exp(acc - merged), w_part = std::exp(part - merged);
+          }
+          const std::int64_t o = ((b * r.total + t) * N + n) * Hv;
+          for (std::int64_t h = 0; h < Hv; ++h) {
+            const float x = core::load_float(o_part, dtype, o + h) * w_part + (first ? 0.0f : o_acc[o + h] * w_acc);
+            if (out)
+              core::store_float(out->data, out->dtype, core::offset_of(*out, b, t, n, h), x);
+            else
+              o_acc[o + h] = x;
+          }
+          if (out == nullptr)
+            lse_acc[l] = merged;
+          else if (out_lse != nullptr && !out_lse->empty())
+            static_cast<float*>(out_lse->data)[core::offset_of(*out_lse, b, n, t)] = merged;
         }
   }
 
-  void accumulate(float* acc, const void* part, DType dtype, std::int64_t B, std::int64_t T, std::int64_t width,
-                  std::int64_t row_begin, std::int64_t rows) override {
-    for (std::int64_t b = 0; b < B; ++b) {
-      const std::int64_t first = (b * T + row_begin) * width;
-      for (std::int64_t i = first; i < first + rows * width; ++i) acc[i] += core::load_float(part, dtype, i);
-    }
+  void accumulate(float* acc, const void* part, DType dtype, const Rows& r, bool first,
+                  const TensorView* out) override {
+    const std::int64_t width = r.heads * r.H;
+    for (std::int64_t b = 0; b < r.B; ++b)
+      for (std::int64_t t = r.begin; t < r.begin + r.count; ++t)
+        for (std::int64_t e = 0; e < width; ++e) {
+          const std::int64_t i = (b * r.total + t) * width + e;
+          const float x = core::load_float(part, dtype, i) + (first ? 0.0f : acc[i]);
+          if (out)
+            core::store_float(out->data, out->dtype, core::offset_of(*out, b, t, e / r.H, e % r.H), x);
+          else
+            acc[i] = x;
+        }
   }
 
   void store(const TensorView& dst, const float* src) override {

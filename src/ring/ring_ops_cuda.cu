@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
@@ -45,47 +46,166 @@ __global__ void pack_kernel(T* dst, const T* src, View4 v, long long count) {
     dst[i] = src[strided_offset(v, i)];
 }
 
-__global__ void fill_kernel(float* dst, long long count, float value) {
-  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < count; i += 1ll * gridDim.x * blockDim.x)
-    dst[i] = value;
+// Four consecutive elements of a row: loads and stores of 2·4 or 4·4 bytes where the address allows, else four.
+template <class T>
+__device__ __forceinline__ float4 load4(const T* p, bool vector) {
+  if constexpr (sizeof(T) == 4) {
+    if (vector) return *reinterpret_cast<const float4*>(p);
+  } else {
+    if (vector) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p);
+      const T* e = reinterpret_cast<const T*>(&raw);
+      return make_float4(attnlab::cuda::to_float(e[0]), attnlab::cuda::to_float(e[1]), attnlab::cuda::to_float(e[2]),
+                         attnlab::cuda::to_float(e[3]));
+    }
+  }
+  return make_float4(attnlab::cuda::to_float(p[0]), attnlab::cuda::to_float(p[1]), attnlab::cuda::to_float(p[2]),
+                     attnlab::cuda::to_float(p[3]));
 }
 
-// Merging is two kernels in stream order: merge_o_kernel rescales O with the old lse_acc (one thread per
-// (b, t, n, h), each recomputing its row's two weights), then merge_lse_kernel writes the merged LSE.
-__global__ void merge_o_kernel(float* o_acc, const float* lse_acc, const void* o_part, DType dtype,
-                               const float* lse_part, long long B, long long T, long long N, long long Hv,
-                               long long row_begin, long long rows) {
-  const long long count = B * rows * N * Hv;
-  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < count; i += 1ll * gridDim.x * blockDim.x) {
-    const long long h = i % Hv, n = (i / Hv) % N, t = row_begin + (i / (Hv * N)) % rows, b = i / (Hv * N * rows);
-    const long long l = (b * N + n) * T + t;
-    const float part = lse_part[l], acc = lse_acc[l];
-    if (!(part > -INFINITY)) continue;
-    const float m = fmaxf(part, acc);
-    const float merged = m + logf(expf(acc - m) + expf(part - m));
-    const long long o = ((b * T + t) * N + n) * Hv + h;
-    o_acc[o] = o_acc[o] * expf(acc - merged) + load_as_float(o_part, dtype, o) * expf(part - merged);
+template <class T>
+__device__ __forceinline__ void store4(T* p, float4 x, bool vector) {
+  if constexpr (sizeof(T) == 4) {
+    if (vector) {
+      *reinterpret_cast<float4*>(p) = x;
+      return;
+    }
+  } else {
+    if (vector) {
+      T e[4] = {attnlab::cuda::from_float<T>(x.x), attnlab::cuda::from_float<T>(x.y),
+                attnlab::cuda::from_float<T>(x.z), attnlab::cuda::from_float<T>(x.w)};
+      *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(e);
+      return;
+    }
+  }
+  p[0] = attnlab::cuda::from_float<T>(x.x), p[1] = attnlab::cuda::from_float<T>(x.y);
+  p[2] = attnlab::cuda::from_float<T>(x.z), p[3] = attnlab::cuda::from_float<T>(x.w);
+}
+
+__device__ __forceinline__ float4 axpby(float4 x, float a, float4 y, float b) {
+  return make_float4(x.x * a + y.x * b, x.y * a + y.y * b, x.z * a + y.z * b, x.w * a + y.w * b);
+}
+
+struct MergeArgs {
+  float* o_acc;
+  float* lse_acc;
+  const void* o_part;
+  const float* lse_part;
+  long long B, total, N, Hv, begin, count;
+  bool first;
+  void* out;              // null: the accumulator
+  long long out_s[3];     // out's strides of (b, t, n); its last dimension is contiguous
+  float* out_lse;         // null: none
+  long long lse_s[3];     // out_lse's strides of (b, n, t)
+};
+
+// One warp per (b, t, n) row: its two weights once, then four elements per lane at a time (Hv % 4 == 0: the
+// wrapper falls back to merge_scalar_kernel otherwise).
+template <class T>
+__global__ void merge_kernel(MergeArgs a) {
+  const long long row = (blockIdx.x * 1ll * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= a.B * a.count * a.N) return;
+  const long long n = row % a.N, t = a.begin + (row / a.N) % a.count, b = row / (a.N * a.count);
+  const long long l = (b * a.N + n) * a.total + t;
+  const float part = a.lse_part[l], acc = a.first ? -INFINITY : a.lse_acc[l];
+  const float m = fmaxf(part, acc);
+  float merged = -INFINITY, w_acc = 0.0f, w_part = 0.0f;
+  if (m > -INFINITY) {
+    merged = m + logf(expf(acc - m) + expf(part - m));
+    w_acc = expf(acc - merged), w_part = expf(part - merged);
+  }
+  const long long o = ((b * a.total + t) * a.N + n) * a.Hv;
+  const T* in = static_cast<const T*>(a.o_part) + o;
+  T* out = a.out ? static_cast<T*>(a.out) + b * a.out_s[0] + t * a.out_s[1] + n * a.out_s[2] : nullptr;
+  const bool out_vector = out != nullptr && (reinterpret_cast<std::uintptr_t>(out) % (4 * sizeof(T)) == 0);
+  for (long long h = lane * 4; h < a.Hv; h += 128) {
+    float4 x = load4(in + h, true);
+    if (!a.first) x = axpby(x, w_part, *reinterpret_cast<const float4*>(a.o_acc + o + h), w_acc);
+    else x = axpby(x, w_part, x, 0.0f);
+    if (out)
+      store4(out + h, x, out_vector);
+    else
+      *reinterpret_cast<float4*>(a.o_acc + o + h) = x;
+  }
+  if (lane != 0) return;
+  if (!a.out)
+    a.lse_acc[l] = merged;
+  else if (a.out_lse)
+    a.out_lse[b * a.lse_s[0] + n * a.lse_s[1] + t * a.lse_s[2]] = merged;
+}
+
+// Any Hv: one element per lane at a time.
+template <class T>
+__global__ void merge_scalar_kernel(MergeArgs a) {
+  const long long row = (blockIdx.x * 1ll * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= a.B * a.count * a.N) return;
+  const long long n = row % a.N, t = a.begin + (row / a.N) % a.count, b = row / (a.N * a.count);
+  const long long l = (b * a.N + n) * a.total + t;
+  const float part = a.lse_part[l], acc = a.first ? -INFINITY : a.lse_acc[l];
+  const float m = fmaxf(part, acc);
+  float merged = -INFINITY, w_acc = 0.0f, w_part = 0.0f;
+  if (m > -INFINITY) {
+    merged = m + logf(expf(acc - m) + expf(part - m));
+    w_acc = expf(acc - merged), w_part = expf(part - merged);
+  }
+  const long long o = ((b * a.total + t) * a.N + n) * a.Hv;
+  const T* in = static_cast<const T*>(a.o_part) + o;
+  T* out = a.out ? static_cast<T*>(a.out) + b * a.out_s[0] + t * a.out_s[1] + n * a.out_s[2] : nullptr;
+  for (long long h = lane; h < a.Hv; h += 32) {
+    const float x = attnlab::cuda::to_float(in[h]) * w_part + (a.first ? 0.0f : a.o_acc[o + h] * w_acc);
+    if (out)
+      out[h] = attnlab::cuda::from_float<T>(x);
+    else
+      a.o_acc[o + h] = x;
+  }
+  if (lane != 0) return;
+  if (!a.out)
+    a.lse_acc[l] = merged;
+  else if (a.out_lse)
+    a.out_lse[b * a.lse_s[0] + n * a.lse_s[1] + t * a.lse_s[2]] = merged;
+}
+
+struct AccumulateArgs {
+  float* acc;
+  const void* part;
+  long long B, total, heads, H, begin, count;
+  bool first;
+  void* out;           // null: the accumulator
+  long long out_s[3];  // out's strides of (b, t, head)
+};
+
+// Four elements per thread (H % 4 == 0, so a group never crosses a head): acc (+)= part, or the sum to out.
+template <class T>
+__global__ void accumulate_kernel(AccumulateArgs a) {
+  const long long width = a.heads * a.H, groups = a.B * a.count * width / 4;
+  for (long long g = blockIdx.x * 1ll * blockDim.x + threadIdx.x; g < groups; g += 1ll * gridDim.x * blockDim.x) {
+    const long long e = (g * 4) % width, t = a.begin + (g * 4 / width) % a.count, b = g * 4 / (width * a.count);
+    const long long i = (b * a.total + t) * width + e;
+    float4 x = load4(static_cast<const T*>(a.part) + i, true);
+    if (!a.first) x = axpby(x, 1.0f, *reinterpret_cast<const float4*>(a.acc + i), 1.0f);
+    if (a.out) {
+      T* out = static_cast<T*>(a.out) + b * a.out_s[0] + t * a.out_s[1] + (e / a.H) * a.out_s[2] + e % a.H;
+      store4(out, x, reinterpret_cast<std::uintptr_t>(out) % (4 * sizeof(T)) == 0);
+    } else {
+      *reinterpret_cast<float4*>(a.acc + i) = x;
+    }
   }
 }
 
-__global__ void merge_lse_kernel(float* lse_acc, const float* lse_part, long long B, long long T, long long N,
-                                 long long row_begin, long long rows) {
-  const long long count = B * N * rows;
-  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < count; i += 1ll * gridDim.x * blockDim.x) {
-    const long long l = (i / rows) * T + row_begin + i % rows;
-    const float part = lse_part[l], acc = lse_acc[l];
-    if (!(part > -INFINITY)) continue;
-    const float m = fmaxf(part, acc);
-    lse_acc[l] = m + logf(expf(acc - m) + expf(part - m));
-  }
-}
-
-__global__ void accumulate_kernel(float* acc, const void* part, DType dtype, long long T, long long width,
-                                  long long row_begin, long long rows, long long count) {
-  for (long long i = blockIdx.x * 1ll * blockDim.x + threadIdx.x; i < count; i += 1ll * gridDim.x * blockDim.x) {
-    const long long within = i % (rows * width), b = i / (rows * width);
-    const long long e = (b * T + row_begin) * width + within;
-    acc[e] += load_as_float(part, dtype, e);
+template <class T>
+__global__ void accumulate_scalar_kernel(AccumulateArgs a) {
+  const long long width = a.heads * a.H, count = a.B * a.count * width;
+  for (long long k = blockIdx.x * 1ll * blockDim.x + threadIdx.x; k < count; k += 1ll * gridDim.x * blockDim.x) {
+    const long long e = k % width, t = a.begin + (k / width) % a.count, b = k / (width * a.count);
+    const long long i = (b * a.total + t) * width + e;
+    const float x = attnlab::cuda::to_float(static_cast<const T*>(a.part)[i]) + (a.first ? 0.0f : a.acc[i]);
+    if (a.out)
+      static_cast<T*>(a.out)[b * a.out_s[0] + t * a.out_s[1] + (e / a.H) * a.out_s[2] + e % a.H] =
+          attnlab::cuda::from_float<T>(x);
+    else
+      a.acc[i] = x;
   }
 }
 
@@ -118,30 +238,46 @@ class CudaOps final : public Ops {
     check_launch("ring: pack kernel");
   }
 
-  void fill(float* dst, std::int64_t count, float value) override {
+  void merge(float* o_acc, float* lse_acc, const void* o_part, DType dtype, const float* lse_part, const Rows& r,
+             bool first, const TensorView* out, const TensorView* out_lse) override {
     attnlab::cuda::DeviceGuard guard(device_);
-    fill_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(dst, count, value);
-    check_launch("ring: fill kernel");
-  }
-
-  void merge(float* o_acc, float* lse_acc, const void* o_part, DType dtype, const float* lse_part, std::int64_t B,
-             std::int64_t T, std::int64_t N, std::int64_t Hv, std::int64_t row_begin, std::int64_t rows) override {
-    attnlab::cuda::DeviceGuard guard(device_);
-    const long long count = B * rows * N * Hv;
-    merge_o_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(o_acc, lse_acc, o_part, dtype, lse_part, B, T, N,
-                                                                 Hv, row_begin, rows);
+    MergeArgs a{o_acc, lse_acc, o_part, lse_part, r.B, r.total, r.heads, r.H, r.begin, r.count, first, nullptr,
+                {0, 0, 0}, nullptr, {0, 0, 0}};
+    if (out) {
+      a.out = out->data;
+      for (int d = 0; d < 3; ++d) a.out_s[d] = out->strides[d];
+    }
+    if (out && out_lse && !out_lse->empty()) {
+      a.out_lse = static_cast<float*>(out_lse->data);
+      for (int d = 0; d < 3; ++d) a.lse_s[d] = out_lse->strides[d];
+    }
+    const long long threads = r.B * r.count * r.heads * 32;
+    attnlab::cuda::dispatch_float_dtype(dtype, [&](auto element) {
+      using T = decltype(element);
+      if (r.H % 4 == 0)
+        merge_kernel<T><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(a);
+      else
+        merge_scalar_kernel<T><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(a);
+    });
     check_launch("ring: merge kernel");
-    merge_lse_kernel<<<blocks_for(B * N * rows), kThreads, 0, stream_>>>(lse_acc, lse_part, B, T, N, row_begin,
-                                                                          rows);
-    check_launch("ring: merge kernel (lse)");
   }
 
-  void accumulate(float* acc, const void* part, DType dtype, std::int64_t B, std::int64_t T, std::int64_t width,
-                  std::int64_t row_begin, std::int64_t rows) override {
+  void accumulate(float* acc, const void* part, DType dtype, const Rows& r, bool first,
+                  const TensorView* out) override {
     attnlab::cuda::DeviceGuard guard(device_);
-    const long long count = B * rows * width;
-    accumulate_kernel<<<blocks_for(count), kThreads, 0, stream_>>>(acc, part, dtype, T, width, row_begin, rows,
-                                                                    count);
+    AccumulateArgs a{acc, part, r.B, r.total, r.heads, r.H, r.begin, r.count, first, nullptr, {0, 0, 0}};
+    if (out) {
+      a.out = out->data;
+      for (int d = 0; d < 3; ++d) a.out_s[d] = out->strides[d];
+    }
+    const long long count = r.B * r.count * r.heads * r.H;
+    attnlab::cuda::dispatch_float_dtype(dtype, [&](auto element) {
+      using T = decltype(element);
+      if (r.H % 4 == 0)
+        accumulate_kernel<T><<<blocks_for(count / 4), kThreads, 0, stream_>>>(a);
+      else
+        accumulate_scalar_kernel<T><<<blocks_for(count), kThreads, 0, stream_>>>(a);
+    });
     check_launch("ring: accumulate kernel");
   }
 

@@ -23,6 +23,21 @@ std::vector<BlockCall> plan_step(RingLayout layout, bool causal, int ranks, int 
   return {BlockCall{chunk, chunk, 0, rows, false}};              // the second query chunk after both of src's
 }
 
+std::vector<std::array<std::int64_t, 2>> segments(RingLayout layout, std::int64_t rows) {
+  if (layout == RingLayout::contiguous) return {{0, rows}};
+  return {{0, rows / 2}, {rows / 2, rows}};
+}
+
+std::vector<int> coverage(RingLayout layout, bool causal, int ranks, int rank, std::int64_t rows) {
+  const auto segs = segments(layout, rows);
+  std::vector<int> count(segs.size(), 0);
+  for (int t = 0; t < ranks; ++t)
+    for (const BlockCall& c : plan_step(layout, causal, ranks, rank, source_rank(ranks, rank, t), rows))
+      for (std::size_t s = 0; s < segs.size(); ++s)
+        if (c.q_begin <= segs[s][0] && segs[s][1] <= c.q_begin + c.q_rows) ++count[s];
+  return count;
+}
+
 std::vector<BlockCall> distinct_calls(RingLayout layout, bool causal, int ranks, int rank, std::int64_t rows) {
   std::vector<BlockCall> out;
   for (int t = 0; t < ranks; ++t)

@@ -3,6 +3,7 @@
 // tensors: ring_forward and ring_backward walk the same plan.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,12 @@ int source_rank(int ranks, int rank, int step);
 //               local order keeps the global one there), src < r: every query against src's first chunk, src > r:
 //               the second query chunk against both of src's chunks — each step the same work, T/R · T/(2R).
 std::vector<BlockCall> plan_step(RingLayout layout, bool causal, int ranks, int rank, int src, std::int64_t rows);
+
+// The rank's rows in the pieces no block call splits, as [begin, end): the slice (contiguous), or its two chunks
+// (zigzag). Every call's query rows are a union of them.
+std::vector<std::array<std::int64_t, 2>> segments(RingLayout layout, std::int64_t rows);
+// How many calls of `rank`'s R steps take each segment's rows (every segment is taken at least once: by step 0).
+std::vector<int> coverage(RingLayout layout, bool causal, int ranks, int rank, std::int64_t rows);
 
 // Every call of `rank`'s R steps, each shape and place once (what validation must see before any work).
 std::vector<BlockCall> distinct_calls(RingLayout layout, bool causal, int ranks, int rank, std::int64_t rows);
