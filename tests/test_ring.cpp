@@ -131,6 +131,15 @@ INSTANTIATE_TEST_SUITE_P(Grid, RingCpu,
                                   (std::get<2>(info.param) ? "_causal" : "");
                          });
 
+// One token a chunk: every block of a step holds one key per chunk, so most gradients are sums of a few rounded
+// block gradients (the case the criterion's ring floor is for: ring_case.cpp, ring_grads_given).
+TEST(RingCpuFeatures, OneTokenChunksF16Mqa) {
+  RingCase c;
+  c.ranks = 3, c.layout = RingLayout::zigzag, c.causal = true, c.T = 6;
+  c.N = 8, c.K = 1, c.Hqk = 64, c.Hv = 64, c.path = "cpu-flash", c.dtype = DType::f16;
+  for (int i = 0; i < 5; ++i) run_case(c);
+}
+
 TEST(RingCpuFeatures, MqaSplitHeadDimsSoftcapF16) {
   RingCase c;
   c.ranks = 3, c.layout = RingLayout::zigzag, c.causal = true, c.T = 6 * 5;

@@ -95,16 +95,20 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
   check_and_carve(comm, local, options, shape, bytes, "ring_backward", buffers, carve, block_args);
   RingRunInfo info;
   info.steps = R;
-  if (R == 1) {  // one block: the call of the whole slice, straight into the gradients
-    for (const RingBackwardShard& sh : local) {
-      BackwardArgs a = sh.args;
+  const std::vector<std::unique_ptr<RankStreams>> streams = rank_streams(local, options);
+  if (R == 1) {  // one block: the call of the whole slice, straight into the outputs
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      BackwardArgs a = local[i].args;
       a.options.mask.align = MaskAlign::top_left;  // = bottom-right: T = S
-      info.path = backward(*sh.ctx, a).path;
+      streams[i]->mark_start();
+      info.path = backward(*local[i].ctx, a).path;
+      streams[i]->mark_end();
       ++info.block_calls;
     }
+    if (options.measure_waits && device == Device::cuda)
+      for (auto& st : streams) info.wait_ms.push_back(0.0), info.total_ms.push_back(st->total_ms());
     return info;
   }
-  const std::vector<std::unique_ptr<RankStreams>> streams = rank_streams(local, options);
   std::vector<RowProgress> progress;
   for (std::size_t i = 0; i < local.size(); ++i) {
     RankStreams& st = *streams[i];
