@@ -214,6 +214,19 @@ TEST(GpuRingFeatures, OddSlicesHeadDim64F16) {
   check_ring(c, *comm, ring.place(), rng);
 }
 
+// Head dims that are no multiple of 8 and apart (Hqk 6, Hv 8) on cuda-naive, which takes any: the dV accumulator
+// follows dK's and is not 16-byte aligned, the element kernels must take their scalar form there; odd slices.
+TEST(GpuRingFeatures, OddSplitHeadDimsNaive) {
+  ATTNLAB_REQUIRE_GPU();
+  ATTNLAB_TEST_RNG(rng);
+  RingCase c;
+  c.ranks = 3, c.layout = RingLayout::contiguous, c.causal = true, c.T = 3 * 37;
+  c.dtype = DType::f16, c.N = 2, c.K = 1, c.Hqk = 6, c.Hv = 8, c.path = "cuda-naive";
+  GpuRing ring(std::vector<int>(std::size_t(c.ranks), 0), true);
+  auto comm = attnlab::loopback_communicator(c.ranks, Device::cuda, 0);
+  check_ring(c, *comm, ring.place(), rng);
+}
+
 // NCCL: one process driving every GPU here, one rank each.
 TEST(GpuRingNccl, EveryGpuOfThisMachine) {
   ATTNLAB_REQUIRE_GPU();

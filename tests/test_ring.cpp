@@ -147,6 +147,9 @@ TEST(RingCpuFeatures, MqaSplitHeadDimsSoftcapF16) {
   run_case(c);
   c.layout = RingLayout::contiguous, c.causal = false, c.path = "auto", c.dtype = DType::f32;
   run_case(c);
+  c.ranks = 3, c.causal = true, c.T = 3 * 37, c.N = 2, c.K = 1, c.Hqk = 6, c.Hv = 8, c.path = "cpu-naive";
+  c.dtype = DType::f16;  // odd slices, head dims apart and no multiple of 4 (test_gpu_ring.cpp's on cuda-naive)
+  run_case(c);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

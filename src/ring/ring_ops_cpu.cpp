@@ -43,7 +43,8 @@ class CpuOps final : public Ops {
           }
           const std::int64_t o = ((b * r.total + t) * N + n) * Hv;
           for (std::int64_t h = 0; h < Hv; ++h) {
-            const float x = core::load_float(o_part, dtype, o + h) * w_part + (first ? 0.0f : o_acc[o + h] * w_acc);
+            const float own = w_part > 0.0f ? core::load_float(o_part, dtype, o + h) * w_part : 0.0f;
+            const float x = own + (first ? 0.0f : o_acc[o + h] * w_acc);
             if (out)
               core::store_float(out->data, out->dtype, core::offset_of(*out, b, t, n, h), x);
             else

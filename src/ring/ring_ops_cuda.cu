@@ -120,9 +120,12 @@ __global__ void merge_kernel(MergeArgs a) {
   T* out = a.out ? static_cast<T*>(a.out) + b * a.out_s[0] + t * a.out_s[1] + n * a.out_s[2] : nullptr;
   const bool out_vector = out != nullptr && (reinterpret_cast<std::uintptr_t>(out) % (4 * sizeof(T)) == 0);
   for (long long h = lane * 4; h < a.Hv; h += 128) {
-    float4 x = load4(in + h, true);
-    if (!a.first) x = axpby(x, w_part, *reinterpret_cast<const float4*>(a.o_acc + o + h), w_acc);
-    else x = axpby(x, w_part, x, 0.0f);
+    // A block row with no visible key (w_part = 0) contributes nothing, whatever its O holds.
+    float4 x = w_part > 0.0f ? load4(in + h, true) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (a.first)
+      x = make_float4(x.x * w_part, x.y * w_part, x.z * w_part, x.w * w_part);
+    else
+      x = axpby(x, w_part, *reinterpret_cast<const float4*>(a.o_acc + o + h), w_acc);
     if (out)
       store4(out + h, x, out_vector);
     else
@@ -154,7 +157,8 @@ __global__ void merge_scalar_kernel(MergeArgs a) {
   const T* in = static_cast<const T*>(a.o_part) + o;
   T* out = a.out ? static_cast<T*>(a.out) + b * a.out_s[0] + t * a.out_s[1] + n * a.out_s[2] : nullptr;
   for (long long h = lane; h < a.Hv; h += 32) {
-    const float x = attnlab::cuda::to_float(in[h]) * w_part + (a.first ? 0.0f : a.o_acc[o + h] * w_acc);
+    const float own = w_part > 0.0f ? attnlab::cuda::to_float(in[h]) * w_part : 0.0f;
+    const float x = own + (a.first ? 0.0f : a.o_acc[o + h] * w_acc);
     if (out)
       out[h] = attnlab::cuda::from_float<T>(x);
     else
@@ -254,7 +258,9 @@ class CudaOps final : public Ops {
     const long long threads = r.B * r.count * r.heads * 32;
     attnlab::cuda::dispatch_float_dtype(dtype, [&](auto element) {
       using T = decltype(element);
-      if (r.H % 4 == 0)
+      const bool vector = r.H % 4 == 0 && reinterpret_cast<std::uintptr_t>(o_acc) % 16 == 0 &&
+                          reinterpret_cast<std::uintptr_t>(o_part) % (4 * sizeof(T)) == 0;
+      if (vector)
         merge_kernel<T><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(a);
       else
         merge_scalar_kernel<T><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream_>>>(a);
@@ -273,7 +279,11 @@ class CudaOps final : public Ops {
     const long long count = r.B * r.count * r.heads * r.H;
     attnlab::cuda::dispatch_float_dtype(dtype, [&](auto element) {
       using T = decltype(element);
-      if (r.H % 4 == 0)
+      // Four at a time where rows hold whole groups of four and both buffers are aligned for them (the dV
+      // accumulator follows dK's, so its alignment depends on Hqk).
+      const bool vector = r.H % 4 == 0 && reinterpret_cast<std::uintptr_t>(acc) % 16 == 0 &&
+                          reinterpret_cast<std::uintptr_t>(part) % (4 * sizeof(T)) == 0;
+      if (vector)
         accumulate_kernel<T><<<blocks_for(count / 4), kThreads, 0, stream_>>>(a);
       else
         accumulate_scalar_kernel<T><<<blocks_for(count), kThreads, 0, stream_>>>(a);
