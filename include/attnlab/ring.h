@@ -85,6 +85,9 @@ ATTNLAB_API std::unique_ptr<RingCommunicator> nccl_communicator(const std::vecto
 // tuning choose the kernels), its slice of the tensors, and scratch memory of ring_workspace_size() bytes on its
 // device (host memory on the CPU). The ring itself allocates no memory: each block call is an attnlab::forward /
 // backward with the shard's own `workspace` when one is given (else the context's).
+// Outputs: every rule is checked before any work, so a refused call writes nothing; once the blocks run, each output
+// row is written when its last block is merged, so only a device failure midway (out of memory for a block call's
+// workspace, an NCCL error) can leave some rows written and others not.
 // Rules (checked on every shard before any work; each failure names its rule): q, k, v slices of one length
 // (self-attention, T/R = S/R), the same shapes, dtypes and options on every shard, no bias, boolean mask, sequence
 // lengths, sliding window or FP8; causal top-left or bottom-right (the same thing when T = S); zigzag needs an
