@@ -97,16 +97,8 @@ RingRunInfo ring_backward(RingCommunicator& comm, const std::vector<RingBackward
   info.steps = R;
   const std::vector<std::unique_ptr<RankStreams>> streams = rank_streams(local, options);
   if (R == 1) {  // one block: the call of the whole slice, straight into the outputs
-    for (std::size_t i = 0; i < local.size(); ++i) {
-      BackwardArgs a = local[i].args;
-      a.options.mask.align = MaskAlign::top_left;  // = bottom-right: T = S
-      streams[i]->mark_start();
-      info.path = backward(*local[i].ctx, a).path;
-      streams[i]->mark_end();
-      ++info.block_calls;
-    }
-    if (options.measure_waits && device == Device::cuda)
-      for (auto& st : streams) info.wait_ms.push_back(0.0), info.total_ms.push_back(st->total_ms());
+    whole_slice_calls(local, streams, options, info,
+                      [](Context& ctx, const BackwardArgs& a) { return backward(ctx, a); });
     return info;
   }
   std::vector<RowProgress> progress;

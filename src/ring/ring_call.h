@@ -150,4 +150,21 @@ std::vector<std::unique_ptr<RankStreams>> rank_streams(const std::vector<Shard>&
   return streams;
 }
 
+// A ring of one rank: each shard's call of its whole slice through `call` (forward or backward), straight into its
+// outputs, its stream time recorded when measure_waits asks (waits: none).
+template <class Shard, class Call>
+void whole_slice_calls(const std::vector<Shard>& local, const std::vector<std::unique_ptr<RankStreams>>& streams,
+                       const RingOptions& options, RingRunInfo& info, Call&& call) {
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    auto a = local[i].args;
+    a.options.mask.align = MaskAlign::top_left;  // = bottom-right: T = S
+    streams[i]->mark_start();
+    info.path = call(*local[i].ctx, a).path;
+    streams[i]->mark_end();
+    ++info.block_calls;
+  }
+  if (options.measure_waits && local[0].args.q.device == Device::cuda)
+    for (const auto& st : streams) info.wait_ms.push_back(0.0), info.total_ms.push_back(st->total_ms());
+}
+
 }  // namespace attnlab::ring

@@ -99,6 +99,36 @@ struct MergeArgs {
   long long lse_s[3];     // out_lse's strides of (b, n, t)
 };
 
+// A (b, t, n) row of a merge: where it lies, the merged LSE and the two weights (both 0 when neither the
+// accumulator nor the block saw a key).
+struct MergeRow {
+  long long b, t, n, l, o;  // l: its LSE's index, o: its first element's
+  float merged, w_acc, w_part;
+};
+
+__device__ __forceinline__ MergeRow merge_row(const MergeArgs& a, long long row) {
+  MergeRow r;
+  r.n = row % a.N, r.t = a.begin + (row / a.N) % a.count, r.b = row / (a.N * a.count);
+  r.l = (r.b * a.N + r.n) * a.total + r.t;
+  r.o = ((r.b * a.total + r.t) * a.N + r.n) * a.Hv;
+  const float part = a.lse_part[r.l], acc = a.first ? -INFINITY : a.lse_acc[r.l];
+  const float m = fmaxf(part, acc);
+  r.merged = -INFINITY, r.w_acc = 0.0f, r.w_part = 0.0f;
+  if (m > -INFINITY) {
+    r.merged = m + logf(expf(acc - m) + expf(part - m));
+    r.w_acc = expf(acc - r.merged), r.w_part = expf(part - r.merged);
+  }
+  return r;
+}
+
+// The row's LSE: to the accumulator, or with the output to out_lse when given.
+__device__ __forceinline__ void finish_row(const MergeArgs& a, const MergeRow& r) {
+  if (!a.out)
+    a.lse_acc[r.l] = r.merged;
+  else if (a.out_lse)
+    a.out_lse[r.b * a.lse_s[0] + r.n * a.lse_s[1] + r.t * a.lse_s[2]] = r.merged;
+}
+
 // One warp per (b, t, n) row: its two weights once, then four elements per lane at a time (Hv % 4 == 0: the
 // wrapper falls back to merge_scalar_kernel otherwise).
 template <class T>
@@ -106,18 +136,11 @@ __global__ void merge_kernel(MergeArgs a) {
   const long long row = (blockIdx.x * 1ll * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (row >= a.B * a.count * a.N) return;
-  const long long n = row % a.N, t = a.begin + (row / a.N) % a.count, b = row / (a.N * a.count);
-  const long long l = (b * a.N + n) * a.total + t;
-  const float part = a.lse_part[l], acc = a.first ? -INFINITY : a.lse_acc[l];
-  const float m = fmaxf(part, acc);
-  float merged = -INFINITY, w_acc = 0.0f, w_part = 0.0f;
-  if (m > -INFINITY) {
-    merged = m + logf(expf(acc - m) + expf(part - m));
-    w_acc = expf(acc - merged), w_part = expf(part - merged);
-  }
-  const long long o = ((b * a.total + t) * a.N + n) * a.Hv;
+  const MergeRow r = merge_row(a, row);
+  const long long o = r.o;
+  const float w_acc = r.w_acc, w_part = r.w_part;
   const T* in = static_cast<const T*>(a.o_part) + o;
-  T* out = a.out ? static_cast<T*>(a.out) + b * a.out_s[0] + t * a.out_s[1] + n * a.out_s[2] : nullptr;
+  T* out = a.out ? static_cast<T*>(a.out) + r.b * a.out_s[0] + r.t * a.out_s[1] + r.n * a.out_s[2] : nullptr;
   const bool out_vector = out != nullptr && (reinterpret_cast<std::uintptr_t>(out) % (4 * sizeof(T)) == 0);
   for (long long h = lane * 4; h < a.Hv; h += 128) {
     // A block row with no visible key (w_part = 0) contributes nothing, whatever its O holds.
@@ -131,11 +154,7 @@ __global__ void merge_kernel(MergeArgs a) {
     else
       *reinterpret_cast<float4*>(a.o_acc + o + h) = x;
   }
-  if (lane != 0) return;
-  if (!a.out)
-    a.lse_acc[l] = merged;
-  else if (a.out_lse)
-    a.out_lse[b * a.lse_s[0] + n * a.lse_s[1] + t * a.lse_s[2]] = merged;
+  if (lane == 0) finish_row(a, r);
 }
 
 // Any Hv: one element per lane at a time.
@@ -144,18 +163,11 @@ __global__ void merge_scalar_kernel(MergeArgs a) {
   const long long row = (blockIdx.x * 1ll * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (row >= a.B * a.count * a.N) return;
-  const long long n = row % a.N, t = a.begin + (row / a.N) % a.count, b = row / (a.N * a.count);
-  const long long l = (b * a.N + n) * a.total + t;
-  const float part = a.lse_part[l], acc = a.first ? -INFINITY : a.lse_acc[l];
-  const float m = fmaxf(part, acc);
-  float merged = -INFINITY, w_acc = 0.0f, w_part = 0.0f;
-  if (m > -INFINITY) {
-    merged = m + logf(expf(acc - m) + expf(part - m));
-    w_acc = expf(acc - merged), w_part = expf(part - merged);
-  }
-  const long long o = ((b * a.total + t) * a.N + n) * a.Hv;
+  const MergeRow r = merge_row(a, row);
+  const long long o = r.o;
+  const float w_acc = r.w_acc, w_part = r.w_part;
   const T* in = static_cast<const T*>(a.o_part) + o;
-  T* out = a.out ? static_cast<T*>(a.out) + b * a.out_s[0] + t * a.out_s[1] + n * a.out_s[2] : nullptr;
+  T* out = a.out ? static_cast<T*>(a.out) + r.b * a.out_s[0] + r.t * a.out_s[1] + r.n * a.out_s[2] : nullptr;
   for (long long h = lane; h < a.Hv; h += 32) {
     const float own = w_part > 0.0f ? attnlab::cuda::to_float(in[h]) * w_part : 0.0f;
     const float x = own + (a.first ? 0.0f : a.o_acc[o + h] * w_acc);
@@ -164,11 +176,7 @@ __global__ void merge_scalar_kernel(MergeArgs a) {
     else
       a.o_acc[o + h] = x;
   }
-  if (lane != 0) return;
-  if (!a.out)
-    a.lse_acc[l] = merged;
-  else if (a.out_lse)
-    a.out_lse[b * a.lse_s[0] + n * a.lse_s[1] + t * a.lse_s[2]] = merged;
+  if (lane == 0) finish_row(a, r);
 }
 
 struct AccumulateArgs {
