@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Everything a serving-kernel change must show, in one run on a GPU machine, from a folder made by
 # scripts/gpu-build.sh (there it is serving-check.sh). Each step is bounded in time and leaves its files as it goes:
-#   1. the serving GPU tests (test_gpu: GpuVarlenForward*, GpuAppendKV*): the split-KV kernel against the fp64
-#      reference, append_kv against the CPU append;
+#   1. the serving GPU tests (test_gpu: GpuVarlenForward*, GpuAppendKV*): the split-KV kernel, the sm_90a kernel
+#      and cuDNN's ragged / paged SDPA against the fp64 reference, append_kv against the CPU append;
 #   2. compute-sanitizer memcheck over a reduced set (device lengths out of range, a caller workspace, append_kv)
 #      and racecheck over one split decode (the stages reused as the merge buffer);
 #   3. `attnlab decode` over the decode grid (batch 1 and 64, contexts 1k … 128k, GQA 32/8, contiguous and paged
-#      with 64-key pages; MHA and MQA at 32k) and bench/decode_peers.py (torch SDPA's backends, FlashAttention's
-#      flash_attn_with_kvcache where installed) on the same grid;
+#      with 64-key pages; MHA and MQA at 32k) on paths auto and cudnn, and bench/decode_peers.py (torch SDPA's
+#      backends, FlashAttention's flash_attn_with_kvcache where installed) on the same grid;
 #   4. `attnlab prefill` on the skewed (128 … 8k) and equal (8 × 2k) mixes, with and without a causal mask, the
-#      packed call on path auto (the sm_90a kernel where core/dispatch_policy.h's varlen rule picks it) and on
-#      flash-sm80 (the split-KV kernel), beside the padded and uniform calls.
+#      packed call on path auto (the sm_90a kernel where core/dispatch_policy.h's varlen rule picks it), on
+#      flash-sm80 (the split-KV kernel) and on cudnn (ragged), beside the padded and uniform calls.
 #   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4").
 #   serving-check.sh [OUT_DIR]
 # Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,synccheck.txt,decode.jsonl,decode-peers.jsonl,
@@ -39,7 +39,7 @@ fi
 if [[ "$steps" == *" 2 "* ]]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   bounded 240 "$sanitizer" --tool memcheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
-    --gtest_filter='GpuVarlenForward.DeviceLengthsOutOfRangeStayInBounds:GpuVarlenForward.CallerWorkspace:GpuAppendKV*:GpuVarlenForwardSm90.PartialBlocksBetweenSequences' \
+    --gtest_filter='GpuVarlenForward*.DeviceLengthsOutOfRangeStayInBounds:GpuVarlenForward*.CallerWorkspace:GpuAppendKV*:GpuVarlenForwardSm90.PartialBlocksBetweenSequences' \
     > "$out/memcheck.txt" 2>&1 || status=1
   say "memcheck: $(grep -hE 'ERROR SUMMARY' "$out/memcheck.txt" | tail -1) (${SECONDS}s)"
   bounded 240 "$sanitizer" --tool racecheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
@@ -53,9 +53,11 @@ fi
 
 if [[ "$steps" == *" 3 "* ]]; then
   grid=(--batch 1,64 --context 1024,4096,16384,32768,131072 --head-dim 128 --q-len 1)
-  bounded 240 "$dist/bin/attnlab" decode "${grid[@]}" --heads 32/8 --layout contiguous,paged --page-size 64 \
+  bounded 300 "$dist/bin/attnlab" decode "${grid[@]}" --heads 32/8 --layout contiguous,paged --page-size 64 \
+    --path auto,cudnn \
     --jsonl "$out/decode.jsonl" > "$out/decode.txt" 2>&1 || status=1
   bounded 120 "$dist/bin/attnlab" decode --batch 1,64 --context 32768 --head-dim 128 --heads 32/32,32/1 \
+    --path auto,cudnn \
     --layout contiguous,paged --page-size 64 --jsonl "$out/decode.jsonl" >> "$out/decode.txt" 2>&1 || status=1
   say "attnlab decode: $(wc -l < "$out/decode.jsonl") rows (${SECONDS}s)"
   bounded 200 python3 "$dist/bench/decode_peers.py" --batch 1,64 --context 1024,4096,16384,32768,131072 \
@@ -65,7 +67,7 @@ fi
 if [[ "$steps" == *" 4 "* ]]; then
   for mix in skewed equal; do
     for mask in "" --causal; do
-      for path in auto flash-sm80; do
+      for path in auto flash-sm80 cudnn; do
         bounded 120 "$dist/bin/attnlab" prefill --mix "$mix" --heads 32/8 --head-dim 128 $mask --path "$path" \
           --jsonl "$out/prefill.jsonl" >> "$out/prefill.txt" 2>&1 || status=1
       done

@@ -16,6 +16,7 @@
 #include "attnlab/version.h"  // ATTNLAB_WITH_CUDA
 #include "device_mirror.h"
 #include "serving_batch.h"
+#include "serving_gpu_run.h"
 #include "test_support.h"
 
 #if ATTNLAB_WITH_CUDA
@@ -68,17 +69,6 @@ struct AppendCase {
   }
 };
 
-#if ATTNLAB_WITH_CUDA
-cudaStream_t nonblocking() {
-  static cudaStream_t s = [] {
-    cudaStream_t created = nullptr;
-    cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
-    return created;
-  }();
-  return s;
-}
-#endif
-
 TEST(GpuAppendKV, MatchesTheCpuAppendByteForByte) {
   ATTNLAB_REQUIRE_GPU();
 #if ATTNLAB_WITH_CUDA
@@ -129,48 +119,6 @@ TEST(GpuAppendKV, DeviceLengthsOutOfRangeWriteNothing) {
   EXPECT_TRUE(c.k_cache.same_bytes(k_before));
 }
 
-#if ATTNLAB_WITH_CUDA
-// Batch b's call on device copies of its tensors, on the default or a non-blocking stream; o and lse come back
-// into the batch's host tensors for check_outputs.
-attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stream,
-                            std::optional<attnlab::DeviceBuffer> workspace = std::nullopt,
-                            const attnlab::Tuning* tuning = nullptr) {
-  DeviceMirror mirror;
-  attnlab::VarlenForwardArgs a = b.args(o);
-  a.q = mirror.upload(b.q), a.o = mirror.upload(b.o), a.lse = mirror.upload(b.lse);
-  a.cu_seqlens_q = mirror.upload(b.cu_q);
-  if (b.page_size > 0) {
-    a.paged = attnlab::PagedKV{mirror.upload(b.k_cache), mirror.upload(b.v_cache), mirror.upload(b.block_table),
-                               mirror.upload(b.seqlens)};
-  } else {
-    a.k = mirror.upload(b.k), a.v = mirror.upload(b.v), a.cu_seqlens_k = mirror.upload(b.cu_k);
-  }
-  if (b.with_sinks) a.sinks = mirror.upload(b.sinks);
-  a.workspace = workspace;
-  attnlab::Context ctx;
-  if (tuning != nullptr) ctx.set_tuning(*tuning);
-  if (other_stream) ctx.set_stream(nonblocking());
-  mirror.synchronize();  // the uploads ran on the legacy stream
-  const attnlab::RunInfo info = attnlab::forward(ctx, a);
-  if (other_stream) {
-    EXPECT_EQ(cudaStreamSynchronize(nonblocking()), cudaSuccess);
-  }
-  mirror.download(b.o);
-  mirror.download(b.lse);
-  mirror.synchronize();
-  return info;
-}
-#endif
-
-struct GpuVarlenCase {
-  const char* name;
-  std::vector<std::int64_t> q_lens, kv_lens;
-  std::int64_t N, K, page_size;
-  int mask;  // 0 none, 1 causal bottom-right, 2 causal top-left, 3 window (left 40, right 3)
-  bool sinks;
-  float softcap;
-};
-
 // Decode (one query per sequence against up to 5000 keys: the keys split across blocks and combined), a few
 // queries per sequence (GQA-packed rows fill 64-row tiles), prefill lengths (T = 1, 113×203, 1023×1024), a
 // sequence without keys and one without queries, MHA, GQA and MQA, paged caches of 16 and 256 keys a page with
@@ -202,27 +150,13 @@ TEST(GpuVarlenForward, MatchesTheReference) {
         b.N = c.N, b.K = c.K, b.Hqk = b.Hv = head_dim, b.dtype = dtype;
         b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.page_size = c.page_size, b.with_sinks = c.sinks;
         b.make(rng);
-        attnlab::Options o;
-        o.path = "flash-sm80";  // the split-KV kernel; what flash and auto choose is FlashChoosesByTheBatch's
-        o.softcap = c.softcap;
-        o.mask.causal = c.mask == 1 || c.mask == 2;
-        o.mask.align = c.mask == 1 ? attnlab::MaskAlign::bottom_right : attnlab::MaskAlign::top_left;
-        if (c.mask == 3) o.mask.window_left = 40, o.mask.window_right = 3;
+        // The split-KV kernel; what flash and auto choose is FlashChoosesByTheBatch's.
+        const attnlab::Options o = options_of(c, "flash-sm80");
         EXPECT_EQ(run_on_gpu(b, o, other_stream).path, "flash-sm80");
         check_outputs(b, o);
       }
 #endif
 }
-
-#if ATTNLAB_WITH_CUDA
-bool is_hopper() {
-  int device = 0, major = 0, minor = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major == 9 && minor == 0;
-}
-#endif
 
 // Packed batches on the sm_90a kernel (path flash-sm90): every head-dim pair it has, both element types, each
 // kernel version built there (Tuning::flash_config; the 1023-row cases on the default version), sequences whose last 128-row block ends inside the next
@@ -263,12 +197,7 @@ TEST(GpuVarlenForwardSm90, MatchesTheReference) {
           b.N = c.N, b.K = c.K, b.Hqk = hqk, b.Hv = hv, b.dtype = dtype;
           b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.with_sinks = c.sinks;
           b.make(rng);
-          attnlab::Options o;
-          o.path = "flash-sm90";
-          o.softcap = c.softcap;
-          o.mask.causal = c.mask == 1 || c.mask == 2;
-          o.mask.align = c.mask == 1 ? attnlab::MaskAlign::bottom_right : attnlab::MaskAlign::top_left;
-          if (c.mask == 3) o.mask.window_left = 40, o.mask.window_right = 3;
+          const attnlab::Options o = options_of(c, "flash-sm90");
           EXPECT_EQ(run_on_gpu(b, o, other_stream, std::nullopt, &tuning).path, "flash-sm90");
           check_outputs(b, o);
         }
@@ -451,7 +380,7 @@ TEST(GpuVarlenForward, RefusalsNameTheRule) {
   EXPECT_NE(refusal(DType::bf16, 40, 40, "auto").find("head dims 64, 128 and 256"), std::string::npos);
   EXPECT_NE(refusal(DType::bf16, 40, 40, "flash-sm80").find("head dims 64, 128 and 256"), std::string::npos);
   EXPECT_NE(refusal(DType::bf16, 64, 32, "flash").find("Hqk = Hv"), std::string::npos);
-  EXPECT_NE(refusal(DType::bf16, 64, 64, "cudnn").find("run on path flash"), std::string::npos);
+  EXPECT_NE(refusal(DType::bf16, 64, 64, "cuda-naive").find("run on path flash"), std::string::npos);
   EXPECT_NE(refusal(DType::bf16, 64, 64, "cpu-flash").find("run on path flash"), std::string::npos);
 #endif
 }

@@ -24,6 +24,7 @@
 #include "core/validate_serving.h"
 #if ATTNLAB_WITH_CUDA
 #include "cuda/common/device.h"
+#include "cuda/cudnn/cudnn_varlen.h"
 #include "cuda/flash_sm90/varlen.h"
 #include "cuda/serving/split_kv.h"
 #endif
@@ -152,8 +153,8 @@ void write_unseen_rows(const VarlenForwardArgs& a, const SequenceSpan& s) {
 
 // The GPU kernels that run packed and paged batches, and which one a path name runs (docs/serving.md): flash-sm80
 // the split-KV kernel, flash-sm90 the sm_90a kernel, flash and auto the one core/dispatch_policy.h prefers, or the
-// other where only that one takes the call.
-enum class GpuKernel { split_kv, sm90 };
+// other where only that one takes the call; cudnn cuDNN's ragged and paged SDPA.
+enum class GpuKernel { split_kv, sm90, cudnn };
 
 struct GpuRoute {
   std::optional<std::string> refusal;
@@ -173,12 +174,17 @@ std::int64_t query_blocks(const VarlenForwardArgs& a, const VarlenLayout& l) {
 
 GpuRoute gpu_route(Context& ctx, const std::string& path, const VarlenForwardArgs& a, const VarlenLayout& l) {
   const bool split_kv_name = path == "flash-sm80", sm90_name = path == "flash-sm90";
-  if (!split_kv_name && !sm90_name && path != "auto" && path != "flash")
+  if (!split_kv_name && !sm90_name && path != "auto" && path != "flash" && path != "cudnn")
     return {fmt::format("path {}: packed and paged layouts on the GPU run on path flash (flash-sm80's split-KV "
-                        "kernel, flash-sm90's kernel), on the CPU on cpu-naive and cpu-flash (docs/serving.md)",
+                        "kernel, flash-sm90's kernel) and cudnn, on the CPU on cpu-naive and cpu-flash "
+                        "(docs/serving.md)",
                         path)};
 #if ATTNLAB_WITH_CUDA
   if (auto why = cuda::cuda_unavailable()) return {fmt::format("path {}: {}", path, *why)};
+  if (path == "cudnn") {
+    if (auto why = cuda::cudnn::varlen_refusal(ctx.impl(), a, l)) return {fmt::format("path cudnn: {}", *why)};
+    return {std::nullopt, GpuKernel::cudnn};
+  }
   const Tuning& tuning = ctx.impl().tuning;
   if (sm90_name) {
     if (auto why = cuda::sm90::varlen_refusal(a, l, tuning)) return {fmt::format("path {}: {}", path, *why)};
@@ -236,6 +242,7 @@ std::size_t workspace_size(Context& ctx, const VarlenForwardArgs& args) {
   if (route.refusal) core::fail(ErrorCode::unsupported, "{}", *route.refusal);
 #if ATTNLAB_WITH_CUDA
   if (route.kernel == GpuKernel::sm90) return 0;  // the offsets are read in place
+  if (route.kernel == GpuKernel::cudnn) return cuda::cudnn::varlen_workspace_bytes(ctx.impl(), args, layout);
   return cuda::serving::split_kv_workspace_bytes(args, layout, ctx.impl().tuning);
 #else
   return 0;
@@ -254,6 +261,10 @@ RunInfo forward(Context& ctx, const VarlenForwardArgs& args) {
     if (route.kernel == GpuKernel::sm90) {
       cuda::sm90::run_varlen(ctx, args, layout);
       return RunInfo{"flash-sm90", 0, 0};
+    }
+    if (route.kernel == GpuKernel::cudnn) {
+      cuda::cudnn::run_varlen(impl, args, layout);
+      return RunInfo{"cudnn", impl.last_workspace_bytes, impl.device_allocations};
     }
     cuda::serving::run_split_kv(ctx, args, layout);
     return RunInfo{"flash-sm80", impl.last_workspace_bytes, impl.device_allocations};

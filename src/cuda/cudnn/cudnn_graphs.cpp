@@ -55,6 +55,9 @@ bool provides(const GraphSpec& s, int slot) {
     case Slot::amax_dq: case Slot::amax_dk: case Slot::amax_dv:
       return fp8 && !forward;
     case Slot::scale_dq: case Slot::scale_dk: case Slot::scale_dv: return fp8 && !forward && is_fp8(s.grad_dtype);
+    case Slot::ragged_q: case Slot::ragged_o: return s.ragged_q;
+    case Slot::ragged_k: case Slot::ragged_v: return s.ragged_kv;
+    case Slot::page_table_k: case Slot::page_table_v: return s.paged;
     default: return false;
   }
 }
@@ -126,11 +129,34 @@ std::shared_ptr<fe::graph::Graph> new_graph(const GraphSpec& s) {
 struct QKV {
   TensorPtr q, k, v;
 };
+// A paged graph's K and V are the caches instead: (pages, K, page_size, H).
 QKV qkv_inputs(fe::graph::Graph& g, const GraphSpec& s) {
   const auto io = fe_type(s.dtype);
+  const std::int64_t kv_batches = s.paged ? s.pages : s.B, kv_rows = s.paged ? s.page_size : s.S;
   return {input(g, "Q", Slot::q, {s.B, s.N, s.T, s.Hqk}, vec(s.q), io),
-          input(g, "K", Slot::k, {s.B, s.K, s.S, s.Hqk}, vec(s.k), io),
-          input(g, "V", Slot::v, {s.B, s.K, s.S, s.Hv}, vec(s.v), io)};
+          input(g, "K", Slot::k, {kv_batches, s.K, kv_rows, s.Hqk}, vec(s.k), io),
+          input(g, "V", Slot::v, {kv_batches, s.K, kv_rows, s.Hv}, vec(s.v), io)};
+}
+
+// A (B + 1, 1, 1, 1) int32 tensor of element offsets: where batch b's rows of a ragged tensor begin.
+TensorPtr ragged_offsets(fe::graph::Graph& g, const char* name, int slot, std::int64_t B) {
+  return input(g, name, slot, {B + 1, 1, 1, 1}, {1, 1, 1, 1}, fe::DataType_t::INT32);
+}
+
+// Packed and paged layouts of the serving calls (GraphSpec::ragged_q, ragged_kv, paged) on a forward graph's inputs.
+void set_serving_layouts(fe::graph::Graph& g, const GraphSpec& s, const QKV& in, fe::graph::SDPA_attributes& a) {
+  if (s.ragged_q) in.q->set_ragged_offset(ragged_offsets(g, "Q_offsets", Slot::ragged_q, s.B));
+  if (s.ragged_kv) {
+    in.k->set_ragged_offset(ragged_offsets(g, "K_offsets", Slot::ragged_k, s.B));
+    in.v->set_ragged_offset(ragged_offsets(g, "V_offsets", Slot::ragged_v, s.B));
+  }
+  if (s.paged) {
+    const std::vector<std::int64_t> dims{s.B, 1, s.pages_per_sequence, 1};
+    const std::vector<std::int64_t> strides{s.pages_per_sequence, s.pages_per_sequence, 1, 1};
+    a.set_paged_attention_k_table(input(g, "page_table_K", Slot::page_table_k, dims, strides, fe::DataType_t::INT32));
+    a.set_paged_attention_v_table(input(g, "page_table_V", Slot::page_table_v, dims, strides, fe::DataType_t::INT32));
+    a.set_paged_attention_max_seq_len_kv(int(s.S));
+  }
 }
 
 std::shared_ptr<fe::graph::Graph> forward_graph(const GraphSpec& s, fe::AttentionImplementation_t implementation) {
@@ -138,6 +164,7 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const GraphSpec& s, fe::Attentio
   const QKV in = qkv_inputs(*g, s);
   auto attributes = fe::graph::SDPA_attributes().set_name("attnlab_sdpa").set_generate_stats(s.stats);
   set_options(attributes, *g, s);
+  set_serving_layouts(*g, s, in, attributes);
   if (s.softcap > 0.0f) {
     // Soft-capping is cuDNN's own score-modifier pattern: s ↦ c·tanh(s / c), between the scale and the bias.
     auto cap = g->tensor(s.softcap, fe::graph::ScalarType::RUNTIME_PARAM);
@@ -149,6 +176,7 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const GraphSpec& s, fe::Attentio
   attributes.set_implementation(implementation);
   auto [o, stats] = g->sdpa(in.q, in.k, in.v, std::move(attributes));
   mark_output(o, Slot::o, {s.B, s.N, s.T, s.Hv}, vec(s.o), fe_type(s.dtype));
+  if (s.ragged_q) o->set_ragged_offset(ragged_offsets(*g, "O_offsets", Slot::ragged_o, s.B));
   if (s.stats) mark_output(stats, Slot::stats, stats_dims(s), stats_strides(s), fe::DataType_t::FLOAT);
   return g;
 }
@@ -350,7 +378,9 @@ GraphSpec::Key GraphSpec::key() const {
   put(padding), put(bottom_right), put(left_bound), put(right_bound);
   put(float_bits(scale)), put(float_bits(softcap));
   if (fp8()) put(std::int64_t(o_dtype)), put(std::int64_t(d_o_dtype)), put(std::int64_t(grad_dtype));
-  return key;  // 60 words at most; unused words stay 0
+  put(ragged_q), put(ragged_kv), put(paged);
+  if (paged) put(pages), put(page_size), put(pages_per_sequence);
+  return key;  // 66 words at most; unused words stay 0
 }
 
 std::size_t KeyHash::operator()(const GraphSpec::Key& key) const noexcept {

@@ -50,9 +50,16 @@ struct GraphSpec {
   DType o_dtype = DType::bf16;
   DType d_o_dtype = DType::bf16;
   DType grad_dtype = DType::bf16;
+  // The serving calls' layouts (cudnn_varlen.cpp), forward only, always with the padding mask. ragged_q: batch b's
+  // rows of Q and O start at the element offsets in (B + 1) int32 device tensors (Slot::ragged_q, ragged_o), T being
+  // the graph's maximum query length; ragged_kv: likewise K and V. paged: K and V are caches of `pages` pages of
+  // `page_size` rows, (pages, K, page_size, H) in cuDNN's order (the strides in k, v), read through (B, 1,
+  // pages_per_sequence, 1) int32 page tables; S is then the graph's maximum key length.
+  bool ragged_q = false, ragged_kv = false, paged = false;
+  std::int64_t pages = 0, page_size = 0, pages_per_sequence = 0;
   bool fp8() const { return dtype == DType::e4m3 || dtype == DType::e5m2; }
 
-  static constexpr int kKeyWords = 64;
+  static constexpr int kKeyWords = 72;
   using Key = std::array<std::int64_t, kKeyWords>;
   Key key() const;
 };
@@ -68,6 +75,8 @@ struct Slot {
     // FP8 scales and amaxes
     descale_q, descale_k, descale_v, descale_o, descale_do, descale_s, scale_s, descale_dp, scale_dp,
     scale_o, scale_dq, scale_dk, scale_dv, amax_s, amax_o, amax_dp, amax_dq, amax_dk, amax_dv,
+    // packed and paged layouts
+    ragged_q, ragged_k, ragged_v, ragged_o, page_table_k, page_table_v,
     count
   };
 };

@@ -31,6 +31,7 @@
 #include "cuda/common/library_handle.h"
 #include "cuda/common/scratch_layout.h"
 #include "cuda/common/staging.h"
+#include "cuda/cudnn/cudnn_cache.h"
 #include "cuda/cudnn/cudnn_graphs.h"
 #include "cuda/cudnn/cudnn_plan.h"
 #include "cuda/cudnn/fixup_kernels.h"
@@ -39,175 +40,7 @@ namespace attnlab::cuda {
 namespace cudnn {
 namespace {
 
-constexpr const char* kName = "cudnn";
-constexpr std::size_t kCacheCapacity = 64;  // graphs per context; each holds host memory and an execution plan
-constexpr int kMinVersion = 90000;
-
-using Key = GraphSpec::Key;
-
-int runtime_version() {
-  static const int version = int(cudnnGetVersion());
-  return version;
-}
-
-std::optional<std::string> library_unavailable() {
-  static const std::optional<std::string> reason = []() -> std::optional<std::string> {
-    const int v = runtime_version();
-    if (v < kMinVersion) return fmt::format("cuDNN {} is too old; this path needs cuDNN 9", version_string(v));
-    if (v == 91000 || v == 91001)
-      return fmt::format("cuDNN {} has known SDPA bugs; use 9.10.2 or newer", version_string(v));
-    // libcudnn.so is a thin loader; the graph API lives in a sub-library loaded on first use. Creating a backend
-    // descriptor loads it without touching the GPU.
-    cudnnBackendDescriptor_t desc = nullptr;
-    const cudnnStatus_t status = cudnnBackendCreateDescriptor(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &desc);
-    if (status != CUDNN_STATUS_SUCCESS)
-      return fmt::format("cuDNN {}'s graph library could not be loaded ({})", version_string(v),
-                         cudnnGetErrorString(status));
-    cudnnBackendDestroyDescriptor(desc);
-    return std::nullopt;
-  }();
-  return reason;
-}
-
-Runtime runtime_for(int device) {
-  const DeviceProperties& props = device_properties(device);
-  return {runtime_version(), props.cc_major * 10 + props.cc_minor, props.sm_count};
-}
-
-struct Cudnn {
-  using Handle = cudnnHandle_t;
-  static constexpr const char* name = "cuDNN";
-  static constexpr int kOutOfMemory = CUDNN_STATUS_ALLOC_FAILED;
-  static int create(Handle* h) { return int(cudnnCreate(h)); }
-  static void destroy(Handle h) noexcept { cudnnDestroy(h); }
-  static const char* error(int status) { return cudnnGetErrorString(cudnnStatus_t(status)); }
-};
-
-// One cached graph.
-struct Entry {
-  Key key{};
-  std::shared_ptr<const Graph> graph;
-  std::size_t workspace = 0;
-  bool captured = false;  // a captured CUDA graph runs its plan: kept until the context is destroyed
-};
-
-// A graph evicted from the cache while one of its kernels may still run: destroyed once the event recorded on the
-// stream at eviction has completed (checked without waiting at later evictions; waited for at teardown only).
-// Calls on the context's resources are ordered across streams (call_scratch.h), so that event follows every
-// earlier use.
-struct Retired {
-  std::shared_ptr<const Graph> graph;
-  cudaEvent_t done = nullptr;
-};
-
-// The graphs of one GPU: plans are built for one architecture and belong to the handle they were built with.
-struct DeviceCache {
-  int device = -1;
-  std::list<Entry> lru;  // most recently used first
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index;
-  std::unordered_map<Key, std::string, KeyHash> failed;  // cases cuDNN would not build, with its reason
-  std::vector<Retired> retired;
-
-  DeviceCache() = default;
-  DeviceCache(const DeviceCache&) = delete;
-  DeviceCache& operator=(const DeviceCache&) = delete;
-  ~DeviceCache() {
-    // Plans must outlive their kernels and the graphs that replay them: wait (teardown, not a call).
-    on_device_quietly(device, [&] {
-      cudaDeviceSynchronize();
-      for (Retired& r : retired) cudaEventDestroy(r.done);
-    });
-  }
-
-  // Destroys the retired graphs whose kernels have run.
-  void collect_retired() {
-    std::erase_if(retired, [](Retired& r) {
-      if (cudaEventQuery(r.done) != cudaSuccess) {
-        cudaGetLastError();  // cudaErrorNotReady is not an error of the call
-        return false;
-      }
-      cudaEventDestroy(r.done);
-      return true;
-    });
-  }
-
-  // Retires the least recently used graph that no captured graph runs (none: the cache grows past its capacity).
-  void evict_one(cudaStream_t stream) {
-    auto victim = std::find_if(lru.rbegin(), lru.rend(), [](const Entry& e) { return !e.captured; });
-    if (victim == lru.rend()) return;
-    collect_retired();
-    Retired r;
-    check_cuda(cudaEventCreateWithFlags(&r.done, cudaEventDisableTiming), "cudnn: eviction event");
-    if (const cudaError_t status = cudaEventRecord(r.done, stream); status != cudaSuccess) {
-      cudaEventDestroy(r.done);
-      check_cuda(status, "cudnn: eviction event");
-    }
-    retired.reserve(retired.size() + 1);  // nothing below may throw once the graph has moved
-    r.graph = std::move(victim->graph);
-    retired.push_back(std::move(r));
-    index.erase(victim->key);
-    lru.erase(std::next(victim).base());
-  }
-
-  // The cached graph for `spec`, built on a miss (the only slow step of the path); nullptr with `reason` set when
-  // the call cannot have it: cuDNN cannot build it (remembered, so the next call refuses at once), or it would be
-  // built while the stream captures a graph.
-  Entry* entry_for(const GraphSpec& spec, cudnnHandle_t h, const Tuning& tuning, cudaStream_t stream,
-                   std::string& reason) {
-    const Key key = spec.key();
-    if (auto it = index.find(key); it != index.end()) {
-      lru.splice(lru.begin(), lru, it->second);
-      return &lru.front();
-    }
-    if (auto it = failed.find(key); it != failed.end()) {
-      reason = it->second;
-      return nullptr;
-    }
-    if (tuning.cudnn_fail_graph_builds) {  // injected: not remembered, so turning it off restores the path
-      reason = "cuDNN cannot build this case: graph builds are made to fail (Tuning::cudnn_fail_graph_builds)";
-      return nullptr;
-    }
-    if (capturing(stream)) {
-      reason = "its cuDNN graph for this case is not built yet, and building one while the stream is capturing a "
-               "CUDA graph is not done; run the call once before capturing";
-      return nullptr;
-    }
-    BuildResult built = build_graph(h, spec);
-    if (built.graph == nullptr && built.device_failure)
-      core::fail(ErrorCode::device_error, "cudnn: building the cuDNN graph failed: {}", built.error);
-    if (built.graph == nullptr) {
-      if (failed.size() >= 256) failed.clear();  // forgetting only costs a rebuild attempt
-      reason = fmt::format("cuDNN cannot build this case: {}", built.error);
-      failed.emplace(key, reason);
-      return nullptr;
-    }
-    if (lru.size() >= kCacheCapacity) evict_one(stream);
-    lru.emplace_front();
-    Entry& e = lru.front();
-    e.key = key;
-    e.graph = std::move(built.graph);
-    e.workspace = workspace_size(*e.graph);
-    index.emplace(key, lru.begin());
-    return &e;
-  }
-};
-
-struct State : PathState {
-  std::mutex mutex;  // a context is meant for one thread at a time; this keeps misuse from corrupting the cache
-  std::vector<std::unique_ptr<DeviceCache>> caches;  // by device index; destroyed before the handles they use
-  LibraryHandles<Cudnn> handles;
-
-  ~State() override { caches.clear(); }  // the plans first, then (members in reverse order) the handles
-
-  DeviceCache& cache_for(int device) {
-    if (caches.size() <= std::size_t(device)) caches.resize(std::size_t(device) + 1);
-    if (!caches[std::size_t(device)]) {
-      caches[std::size_t(device)] = std::make_unique<DeviceCache>();
-      caches[std::size_t(device)]->device = device;
-    }
-    return *caches[std::size_t(device)];
-  }
-};
+constexpr const char* kName = kPathName;
 
 // Where each piece of a call's scratch lies (byte offsets into one block).
 struct Layout {
@@ -463,19 +296,11 @@ class CudnnPath final : public core::Path {
     Call call;
     if ((call.reason = make_plan(p, runtime_for(p.device_index), call.plan))) return fn(call);
     DeviceGuard guard(p.device_index);
-    auto& st = ctx.state_for<State>(kName);
-    std::lock_guard lock(st.mutex);
-    call.stream = static_cast<cudaStream_t>(ctx.stream);
-    if ((call.reason = st.handles.refusal(p.device_index, call.stream))) return fn(call);
-    call.handle = st.handles.get(p.device_index, ctx.device_allocations, kName);
-    if (const cudnnStatus_t status = cudnnSetStream(call.handle, call.stream); status != CUDNN_STATUS_SUCCESS)
-      core::fail(ErrorCode::device_error, "cudnn: cudnnSetStream failed: {}", cudnnGetErrorString(status));
-    std::string reason;
-    call.entry = st.cache_for(p.device_index).entry_for(call.plan.spec, call.handle, *p.tuning, call.stream, reason);
-    if (call.entry == nullptr) {
-      call.reason = std::move(reason);
-      return fn(call);
-    }
+    GraphLookup found = find_graph(ctx, p.device_index, call.plan.spec, *p.tuning);
+    call.stream = found.stream;
+    call.handle = found.handle;
+    call.entry = found.entry;
+    if ((call.reason = std::move(found.reason))) return fn(call);
     call.layout = layout_of(p, call.plan, *call.entry);
     call.reason = scratch_refusal(ctx, p, call.layout.total, call.stream);
     fn(call);

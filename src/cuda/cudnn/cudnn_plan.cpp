@@ -250,6 +250,11 @@ std::int64_t one_wave_batches(const core::Dims& d, int sm_count) {
 
 }  // namespace
 
+std::optional<std::string> head_dims_and_band(const core::Problem& p, const Runtime& rt, GraphSpec& spec) {
+  if (auto why = head_dim_rule(p, rt)) return why;
+  return band_rule(p, rt, spec);
+}
+
 std::string version_string(int v) { return fmt::format("{}.{}.{}", v / 10000, v / 100 % 100, v % 100); }
 
 std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, Plan& plan) {

@@ -41,4 +41,9 @@ std::string version_string(int version);
 // The reason the cudnn path cannot run `p`, or nullopt with `plan` filled.
 std::optional<std::string> make_plan(const core::Problem& p, const Runtime& rt, Plan& plan);
 
+// For the serving calls (cudnn_varlen.cpp): the head-dim rules and the mask as cuDNN's band (spec.bottom_right,
+// left_bound, right_bound) of the padded forward problem `p` that stands for a packed or paged batch (its T and S
+// the graph's maximum lengths, its mask the call's).
+std::optional<std::string> head_dims_and_band(const core::Problem& p, const Runtime& rt, GraphSpec& spec);
+
 }  // namespace attnlab::cuda::cudnn
