@@ -167,4 +167,17 @@ TEST(DispatchPolicy, VarlenPrefillOnTheSm90KernelDecodeOnSplitKv) {
   EXPECT_GT(std::string(attnlab::core::kVarlenPolicy).size(), 40u);
 }
 
+// Under auto a paged prefill goes to cudnn (flash's sm_90a kernel takes no paged cache, and cuDNN's paged SDPA runs
+// it 1.5× the split-KV kernel); paged decode and few queries stay on the split-KV kernel, packed keys never go.
+TEST(DispatchPolicy, VarlenPagedPrefillOnCudnn) {
+  using attnlab::core::varlen_prefers_cudnn;
+  using attnlab::core::VarlenTraits;
+  EXPECT_TRUE(varlen_prefers_cudnn(VarlenTraits{true, 2048, 16 * 8 * 32, 132})) << "8 × 2048 paged";
+  EXPECT_TRUE(varlen_prefers_cudnn(VarlenTraits{true, 128, 64 * 32, 132})) << "64 × 128 paged";
+  EXPECT_FALSE(varlen_prefers_cudnn(VarlenTraits{true, 16, 64 * 32, 132})) << "16 queries per sequence";
+  EXPECT_FALSE(varlen_prefers_cudnn(VarlenTraits{true, 1, 64 * 32, 132})) << "paged decode";
+  EXPECT_FALSE(varlen_prefers_cudnn(VarlenTraits{true, 512, 4 * 8, 132})) << "too few blocks to fill the GPU";
+  EXPECT_FALSE(varlen_prefers_cudnn(VarlenTraits{false, 8192, 16 * 32, 132})) << "packed keys";
+}
+
 }  // namespace

@@ -158,6 +158,37 @@ TEST(GpuVarlenForwardCudnn, DeviceLengthsOutOfRangeStayInBounds) {
 #endif
 }
 
+// What auto chooses for packed and paged batches (core/dispatch_policy.h): a paged prefill whose 128-row blocks
+// fill the GPU runs on cudnn (flash keeps it on the split-KV kernel), paged decode and packed prefill stay on
+// flash's kernels.
+TEST(GpuVarlenForwardCudnn, AutoRunsPagedPrefillOnCudnn) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  Rng rng(7600);
+  Batch prefill;
+  prefill.N = 8, prefill.K = 2, prefill.Hqk = prefill.Hv = 128, prefill.dtype = DType::bf16;
+  prefill.q_lens = {1023, 1100, 2200}, prefill.kv_lens = {1500, 1100, 2300}, prefill.page_size = 64;
+  prefill.make(rng);  // (8 + 9 + 18) · 8 = 280 blocks of 128 rows
+  attnlab::Options causal;
+  causal.mask.causal = true;
+  causal.mask.align = attnlab::MaskAlign::bottom_right;
+  EXPECT_EQ(run_on_gpu(prefill, causal, true).path, "cudnn");
+  check_outputs(prefill, causal);
+  causal.path = "flash";
+  prefill.make(rng);
+  EXPECT_EQ(run_on_gpu(prefill, causal, false).path, "flash-sm80");
+  check_outputs(prefill, causal);
+
+  Batch decode;
+  decode.N = 8, decode.K = 2, decode.Hqk = decode.Hv = 128, decode.dtype = DType::bf16;
+  decode.q_lens = std::vector<std::int64_t>(40, 1), decode.kv_lens = std::vector<std::int64_t>(40, 300);
+  decode.page_size = 16;
+  decode.make(rng);
+  EXPECT_EQ(run_on_gpu(decode, {}, false).path, "flash-sm80");
+  check_outputs(decode, {});
+#endif
+}
+
 // What the path does not take, each refused by its rule before anything is written.
 TEST(GpuVarlenForwardCudnn, RefusalsNameTheRule) {
   ATTNLAB_REQUIRE_GPU();

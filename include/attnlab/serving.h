@@ -54,8 +54,9 @@ struct VarlenForwardArgs {
 
 // Which paths run it (docs/serving.md): on the CPU, cpu-naive and cpu-flash one sequence at a time; on the GPU,
 // flash-sm80 (the split-KV kernel: f16/bf16, Hqk = Hv ∈ {64, 128, 256}, packed or paged keys, any GPU from
-// sm_80) and flash-sm90 (the Hopper kernel: f16/bf16, its head dims, packed keys, compute capability 9.0); flash
-// and auto run prefill-shaped packed batches on flash-sm90 and the rest on flash-sm80 (RunInfo::path says which).
+// sm_80), flash-sm90 (the Hopper kernel: f16/bf16, its head dims, packed keys, compute capability 9.0) and cudnn
+// (cuDNN's ragged and paged SDPA: f16/bf16, no sinks or softcap); flash runs prefill-shaped packed batches on
+// flash-sm90 and the rest on flash-sm80, auto likewise but paged prefill on cudnn (RunInfo::path says which).
 // Other paths refuse it by name.
 ATTNLAB_API RunInfo forward(Context& ctx, const VarlenForwardArgs& args);
 ATTNLAB_API std::optional<std::string> why_not(Context& ctx, const std::string& path, const VarlenForwardArgs& args);

@@ -84,16 +84,24 @@ const PolicyRow kRows[] = {
 
 }  // namespace
 
-bool varlen_prefers_sm90(const VarlenTraits& t) {
-  return !t.paged && t.max_seqlen_q >= 128 && t.query_blocks >= t.sm_count;
-}
+namespace {
+// Some sequence with at least 128 queries, and at least one 128-row block of queries per SM.
+bool prefill_shaped(const VarlenTraits& t) { return t.max_seqlen_q >= 128 && t.query_blocks >= t.sm_count; }
+}  // namespace
+
+bool varlen_prefers_sm90(const VarlenTraits& t) { return !t.paged && prefill_shaped(t); }
+
+bool varlen_prefers_cudnn(const VarlenTraits& t) { return t.paged && prefill_shaped(t); }
 
 const char* const kVarlenPolicy =
     "packed keys, some sequence with at least 128 queries, and at least one 128-row block of queries per SM: the "
-    "sm_90a kernel (where it takes the call); otherwise the split-KV kernel. H200, `attnlab prefill` "
-    "(docs/results/h200/serving-prefill-sm90.jsonl): the split-KV kernel runs prefill at 205–228 useful TFLOP/s, "
-    "the sm_90a kernel's padded calls at 500–600; decode (1–16 queries per sequence) stays on the split-KV kernel, "
-    "which packs a KV head's query heads into one tile and splits the keys when the batch cannot fill the GPU";
+    "sm_90a kernel (where it takes the call); a paged cache with such queries: under auto cudnn (where it takes the "
+    "call), under flash the split-KV kernel; otherwise the split-KV kernel. H200, `attnlab prefill` "
+    "(docs/results/h200/serving-prefill-sm90-v2.jsonl): the split-KV kernel runs prefill at 205–228 useful TFLOP/s, "
+    "the sm_90a kernel at 450–560; `attnlab decode --q-len 128…2048` on a paged cache "
+    "(docs/results/h200/serving-chunked-prefill.jsonl): cudnn 1.52–1.57× the split-KV kernel, but 0.43× at 16 "
+    "queries; decode (1–16 queries per sequence) stays on the split-KV kernel, which packs a KV head's query heads "
+    "into one tile and splits the keys when the batch cannot fill the GPU";
 
 const PolicyRow& policy_row(const CallTraits& traits) {
   for (const PolicyRow& row : kRows)

@@ -50,6 +50,9 @@ struct VarlenTraits {
 };
 // Whether the sm_90a kernel should run the batch, when it takes the call (its rules are the path's to check).
 bool varlen_prefers_sm90(const VarlenTraits& traits);
+// Whether `auto` should run a batch on cudnn before flash's kernels, when cudnn takes the call: a paged prefill,
+// which the sm_90a kernel does not take and cuDNN's paged SDPA runs 1.5× faster than the split-KV kernel.
+bool varlen_prefers_cudnn(const VarlenTraits& traits);
 // The condition in words and the measurement it rests on.
 extern const char* const kVarlenPolicy;
 

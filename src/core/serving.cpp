@@ -152,8 +152,9 @@ void write_unseen_rows(const VarlenForwardArgs& a, const SequenceSpan& s) {
 }
 
 // The GPU kernels that run packed and paged batches, and which one a path name runs (docs/serving.md): flash-sm80
-// the split-KV kernel, flash-sm90 the sm_90a kernel, flash and auto the one core/dispatch_policy.h prefers, or the
-// other where only that one takes the call; cudnn cuDNN's ragged and paged SDPA.
+// the split-KV kernel, flash-sm90 the sm_90a kernel, flash the one core/dispatch_policy.h prefers, or the other
+// where only that one takes the call; cudnn cuDNN's ragged and paged SDPA; auto as flash, but cudnn first where
+// the policy prefers it (a paged prefill).
 enum class GpuKernel { split_kv, sm90, cudnn };
 
 struct GpuRoute {
@@ -197,6 +198,8 @@ GpuRoute gpu_route(Context& ctx, const std::string& path, const VarlenForwardArg
   }
   const core::VarlenTraits traits{l.paged, a.max_seqlen_q, query_blocks(a, l),
                                   cuda::device_properties(a.q.device_index).sm_count};
+  if (path == "auto" && core::varlen_prefers_cudnn(traits) && !cuda::cudnn::varlen_refusal(ctx.impl(), a, l))
+    return {std::nullopt, GpuKernel::cudnn};
   const std::optional<std::string> sm90_why = cuda::sm90::varlen_refusal(a, l, tuning);
   if (!sm90_why && (core::varlen_prefers_sm90(traits) || split_kv_why)) return {std::nullopt, GpuKernel::sm90};
   if (split_kv_why) return {fmt::format("path {}: {}; flash-sm90: {}", path, *split_kv_why, *sm90_why)};
