@@ -21,7 +21,7 @@ struct SplitKvPlan {
   int row_warps = 1;
   int q_tiles = 0;
   int splits = 1;
-  bool dependent_launch = false;    // the combine overlaps the split kernel's launch (sm_90 and later)
+  bool dependent_launch = false;    // programmatic dependent launch of both kernels (sm_90 and later)
   std::size_t workspace_bytes = 0;  // the splits' partial results (0 with one split)
   std::size_t part_lse_offset = 0;  // where part_lse starts in the workspace
 };

@@ -23,8 +23,10 @@ constexpr int kMaxCombineSplits = 128;
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(kCombineThreads) split_kv_combine_kernel(const __grid_constant__ SplitKvParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Launched ahead of the split kernel's end (split_kv_launch.cuh): wait until its writes are visible.
+  // Launched ahead of the split kernel's end (split_kv_launch.cuh): wait until its writes are visible. The kernel
+  // after it may be launched now (the next decode step's split kernel waits on the device in turn).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   constexpr int kWarps = kCombineThreads / 32;
   constexpr int kPerLane = kMaxCombineSplits / 32;

@@ -45,7 +45,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   extern __shared__ __align__(128) unsigned char smem[];
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The combine may be launched now; it waits on the device for this grid to finish (split_kv_combine.cuh).
+  // Launched ahead of the previous kernel's end (split_kv_launch.cuh): wait until it has finished and its writes
+  // are visible before touching global memory — it may have written K and V (append_kv) or still read the
+  // workspace's partial results (the previous step's combine). Then the combine may be launched; it waits on the
+  // device for this grid to finish (split_kv_combine.cuh).
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
   const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;

@@ -15,27 +15,37 @@
 namespace attnlab::cuda::serving {
 
 template <class Traits>
-void launch_split_kv_rows(const SplitKvParams& p, int q_tiles, int device, cudaStream_t stream) {
+void launch_split_kv_rows(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
   const auto kernel = split_kv_kernel<Traits>;
   // Above 48 KB a kernel must opt in, once per function and device (the runtime call costs a microsecond).
   static std::atomic<unsigned long long> opted_in{0};
-  const unsigned long long bit = 1ull << (device % 64);
+  const unsigned long long bit = 1ull << (plan.device % 64);
   if ((opted_in.load(std::memory_order_acquire) & bit) == 0) {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes),
                "split-KV kernel: shared memory attribute");
     opted_in.fetch_or(bit, std::memory_order_acq_rel);
   }
-  const dim3 grid(unsigned(q_tiles * p.splits), unsigned(p.K), unsigned(p.B));
-  kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
-  check_launch("split-KV kernel: launch");
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(unsigned(plan.q_tiles * p.splits), unsigned(p.K), unsigned(p.B));
+  config.blockDim = dim3(Traits::kThreads);
+  config.dynamicSmemBytes = Traits::kSmemBytes;
+  config.stream = stream;
+  // From sm_90 on the kernel may be launched while the kernel before it on the stream finishes (programmatic
+  // dependent launch): its blocks are placed and set up early and wait on the device (griddepcontrol.wait) before
+  // they touch global memory, so a decode step loses no launch gap to the previous step's combine.
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  if (plan.dependent_launch) config.attrs = &overlap, config.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, p), "split-KV kernel: launch");
 }
 
 template <class Element, int kHeadDim>
 void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
   switch (plan.row_warps) {
-    case 1: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 1>>(p, plan.q_tiles, plan.device, stream); break;
-    case 2: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 2>>(p, plan.q_tiles, plan.device, stream); break;
-    default: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 4>>(p, plan.q_tiles, plan.device, stream); break;
+    case 1: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 1>>(p, plan, stream); break;
+    case 2: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 2>>(p, plan, stream); break;
+    default: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 4>>(p, plan, stream); break;
   }
   if (p.splits == 1) return;
   cudaLaunchConfig_t config{};
