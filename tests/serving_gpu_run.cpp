@@ -54,7 +54,16 @@ attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stre
   if (tuning != nullptr) c.set_tuning(*tuning);
   c.set_stream(other_stream ? nonblocking() : nullptr);
   mirror.synchronize();  // the uploads ran on the legacy stream
-  const attnlab::RunInfo info = attnlab::forward(c, a);
+  attnlab::RunInfo info;
+  try {
+    info = attnlab::forward(c, a);
+  } catch (...) {
+    // What the device holds after a refused call comes back too, so that a test can check nothing was written.
+    mirror.synchronize();
+    mirror.download(b.o);
+    mirror.download(b.lse);
+    throw;
+  }
   if (other_stream) {
     EXPECT_EQ(cudaStreamSynchronize(nonblocking()), cudaSuccess);
   }

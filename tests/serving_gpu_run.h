@@ -38,7 +38,7 @@ cudaStream_t nonblocking();
 bool is_hopper();
 
 // Batch b's call on device copies of its tensors, in a fresh context (or `ctx`), on the default or a non-blocking
-// stream.
+// stream. o and lse come back into the batch also when the call throws (then rethrown).
 attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stream,
                             std::optional<attnlab::DeviceBuffer> workspace = std::nullopt,
                             const attnlab::Tuning* tuning = nullptr, attnlab::Context* ctx = nullptr);

@@ -155,6 +155,27 @@ TEST(GpuVarlenForwardCudnn, DeviceLengthsOutOfRangeStayInBounds) {
   packed.cu_k.set(1, 1 << 30);
   packed.cu_q.set(2, 1 << 30);
   run_on_gpu(packed, o, true);
+
+  // Decode (one query a sequence: Q gathered, packed keys read as one-row pages), paged and packed, with lengths,
+  // block-table entries and key offsets out of range; the spare rows past cu_seqlens_q[B] = 3 stay untouched.
+  for (const std::int64_t page_size : {16, 0}) {
+    SCOPED_TRACE(page_size > 0 ? "decode, paged" : "decode, packed keys");
+    Batch d;
+    d.N = 8, d.K = 2, d.Hqk = d.Hv = 64, d.dtype = DType::bf16;
+    d.q_lens = {1, 1, 1}, d.kv_lens = {40, 33, 70}, d.page_size = page_size;
+    d.make(rng);
+    if (page_size > 0) {
+      d.seqlens.set(0, 1 << 20);
+      d.block_table.set(1, 1 << 20);
+      d.block_table.set(2, -5);
+    } else {
+      d.cu_k.set(1, 1 << 30);
+      d.cu_k.set(2, -7);
+    }
+    run_on_gpu(d, o, page_size > 0);
+    const std::vector<double> rows = d.o.values();
+    for (std::size_t i = std::size_t(3 * d.N * d.Hv); i < rows.size(); ++i) EXPECT_TRUE(std::isnan(rows[i])) << i;
+  }
 #endif
 }
 

@@ -94,11 +94,19 @@ std::optional<std::string> make_varlen_plan(const VarlenForwardArgs& a, const co
                                 {a.paged ? "paged.k_cache" : "k", &k}, {a.paged ? "paged.v_cache" : "v", &v}})
     if (auto why = row_layout_rule(name, *t)) return why;
 
+  if (a.paged && l.pages == 0) return std::string("a paged cache without pages has no key to read on cuDNN");
+
   plan = VarlenPlan{};
   GraphSpec& spec = plan.spec;
-  const std::int64_t T = power_of_two_at_least(std::max<std::int64_t>(a.max_seqlen_q, 1));
-  std::int64_t S = power_of_two_at_least(std::max<std::int64_t>(a.max_seqlen_k, 1));
-  if (a.paged) S = std::max<std::int64_t>(1, std::min(S, l.pages_per_sequence * l.page_size));
+  // The graph's lengths: the call's bounds, clamped to the rows the tensors hold (a loose bound costs nothing),
+  // then rounded up to powers of two.
+  const std::int64_t key_rows = a.paged ? l.pages_per_sequence * l.page_size : a.k.shape[0];
+  auto bound = [](std::int64_t asked, std::int64_t rows) {
+    return power_of_two_at_least(std::clamp<std::int64_t>(asked, 1, std::max<std::int64_t>(rows, 1)));
+  };
+  const std::int64_t T = bound(a.max_seqlen_q, l.total_q);
+  std::int64_t S = bound(a.max_seqlen_k, key_rows);
+  if (a.paged) S = std::max<std::int64_t>(1, std::min(S, key_rows));
   // cuDNN's ragged offsets and lengths are int32 elements.
   const bool gathered = T == 1;
   const bool keys_as_pages = gathered && !a.paged && a.k.shape[0] > 0;
@@ -138,11 +146,14 @@ std::optional<std::string> make_varlen_plan(const VarlenForwardArgs& a, const co
     // cuDNN takes a table of exactly ⌈S / page_size⌉ pages a sequence: the first columns of the caller's.
     spec.pages = l.pages, spec.page_size = l.page_size, spec.pages_per_sequence = (S + l.page_size - 1) / l.page_size;
     plan.table_entries = l.B * spec.pages_per_sequence;
-  } else if (keys_as_pages) {  // k (total_k, K, H) as (total_k, K, 1, H): a page per row
+  } else if (keys_as_pages) {
+    // k (total_k, K, H) as (pages, K, 1, H): a page per row. The graph's page count is total_k rounded up to a power
+    // of two, so that a packed K that grows from call to call keeps its graph; the table's entries, clamped below
+    // total_k by the prepare kernel, are the only rows read.
     spec.k = {stride_or_packed(k, 0), stride_or_packed(k, 1), k.shape[2], 1};
     spec.v = {stride_or_packed(v, 0), stride_or_packed(v, 1), v.shape[2], 1};
     spec.paged = true;
-    spec.pages = k.shape[0], spec.page_size = 1, spec.pages_per_sequence = S;
+    spec.pages = power_of_two_at_least(k.shape[0]), spec.page_size = 1, spec.pages_per_sequence = S;
     plan.table_entries = l.B * S;
   } else {
     spec.k = ragged_strides(k, S);
@@ -237,7 +248,7 @@ void enqueue(Context::Impl& ctx, const VarlenForwardArgs& a, const core::VarlenL
     in.cu_k = ints(a.cu_seqlens_k), in.cu_k_stride = a.cu_seqlens_k.strides[0];
     in.total_k = a.k.shape[0];
     if (spec.paged) {  // packed keys as one-row pages
-      in.pages = spec.pages, in.page_size = 1, in.pages_per_sequence = spec.pages_per_sequence;
+      in.pages = a.k.shape[0], in.page_size = 1, in.pages_per_sequence = spec.pages_per_sequence;
     } else {
       in.k_row = spec.k[2], in.v_row = spec.v[2];
     }

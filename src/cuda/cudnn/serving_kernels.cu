@@ -69,10 +69,16 @@ __global__ void prepare_kernel(ServingInputs a) {
       }
     }
     if (t < entries) {
+      // A block table's entries past a sequence's last page are not read (docs/serving.md): page 0 stands there.
       const std::int64_t b = t / a.pages_per_sequence, page = t % a.pages_per_sequence;
-      const std::int64_t entry = a.block_table != nullptr
-                                     ? a.block_table[b * a.table_b + page * a.table_p]
-                                     : rows_of(a.cu_k, a.cu_k_stride, b, a.total_k, a.S).begin + page;
+      std::int64_t entry = 0;
+      if (a.block_table == nullptr) {
+        entry = rows_of(a.cu_k, a.cu_k_stride, b, a.total_k, a.S).begin + page;
+      } else {
+        const std::int64_t capacity = std::min(a.S, a.pages_per_sequence * a.page_size);
+        const std::int64_t kv_len = clamp64(a.seqlens[b * a.seqlens_stride], 0, capacity);
+        if (page * a.page_size < kv_len) entry = a.block_table[b * a.table_b + page * a.table_p];
+      }
       a.out.page_table[t] = std::int32_t(clamp64(entry, 0, a.pages - 1));
     }
     if (t < gather) {  // piece t: sequence b, head n, columns piece · 8 …

@@ -14,6 +14,22 @@
 
 namespace attnlab::cuda::serving {
 
+// Whether `kernel` runs code compiled for sm_90 or later on `device` (current): only that code has the
+// griddepcontrol instructions that make a programmatic launch safe; a build that JIT-compiles sm_80 PTX on a Hopper
+// GPU has none. Asked once per device and kept in `known` / `yes` (bit d for device d % 64).
+template <class Kernel>
+bool has_sm90_code(Kernel kernel, int device, std::atomic<unsigned long long>& known,
+                   std::atomic<unsigned long long>& yes) {
+  const unsigned long long bit = 1ull << (device % 64);
+  if ((known.load(std::memory_order_acquire) & bit) == 0) {
+    cudaFuncAttributes attributes{};
+    check_cuda(cudaFuncGetAttributes(&attributes, kernel), "split-KV: kernel attributes");
+    if (attributes.binaryVersion >= 90) yes.fetch_or(bit, std::memory_order_acq_rel);
+    known.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  return (yes.load(std::memory_order_acquire) & bit) != 0;
+}
+
 template <class Traits>
 void launch_split_kv_rows(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
   const auto kernel = split_kv_kernel<Traits>;
@@ -36,7 +52,9 @@ void launch_split_kv_rows(const SplitKvParams& p, const SplitKvPlan& plan, cudaS
   cudaLaunchAttribute overlap{};
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   overlap.val.programmaticStreamSerializationAllowed = 1;
-  if (plan.dependent_launch) config.attrs = &overlap, config.numAttrs = 1;
+  static std::atomic<unsigned long long> checked{0}, sm90_code{0};
+  if (plan.dependent_launch && has_sm90_code(kernel, plan.device, checked, sm90_code))
+    config.attrs = &overlap, config.numAttrs = 1;
   check_cuda(cudaLaunchKernelEx(&config, kernel, p), "split-KV kernel: launch");
 }
 
@@ -57,8 +75,11 @@ void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream
   cudaLaunchAttribute overlap{};
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   overlap.val.programmaticStreamSerializationAllowed = 1;
-  if (plan.dependent_launch) config.attrs = &overlap, config.numAttrs = 1;
-  check_cuda(cudaLaunchKernelEx(&config, split_kv_combine_kernel<Element, kHeadDim>, p), "split-KV combine: launch");
+  const auto combine = split_kv_combine_kernel<Element, kHeadDim>;
+  static std::atomic<unsigned long long> checked{0}, sm90_code{0};
+  if (plan.dependent_launch && has_sm90_code(combine, plan.device, checked, sm90_code))
+    config.attrs = &overlap, config.numAttrs = 1;
+  check_cuda(cudaLaunchKernelEx(&config, combine, p), "split-KV combine: launch");
 }
 
 }  // namespace attnlab::cuda::serving
