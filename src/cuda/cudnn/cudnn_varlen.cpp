@@ -68,7 +68,7 @@ struct VarlenPlan {
   std::int64_t table_entries = 0;  // the block table's copy: B · pages per sequence, when paged
   // Decode (every sequence at most one query): Q gathered into a padded (B, N, Hqk) buffer and O written to a
   // (B, N, Hv) one, and packed keys read as a cache of one-row pages, so that cuDNN runs its decode kernels (a
-  // ragged Q, or ragged keys, run on its prefill kernels, one block per head: 11–15× slower at S = 32k,
+  // ragged Q, or ragged keys, run on its prefill kernels, one block per head: 11–12× slower at S = 32k,
   // docs/perf-notes.md).
   bool gathered = false;
 };
