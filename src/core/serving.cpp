@@ -110,14 +110,48 @@ struct SequenceCall {
   }
 };
 
+// A (1, len, heads, dim) view's values as a dense f32 tensor in `buffer`.
+TensorView as_f32(const TensorView& t, std::vector<float>& buffer) {
+  const std::int64_t len = t.shape[1], heads = t.shape[2], dim = t.shape[3];
+  buffer.resize(std::size_t(len * heads * dim));
+  for (std::int64_t j = 0; j < len; ++j)
+    for (std::int64_t h = 0; h < heads; ++h)
+      core::load_row(t.data, t.dtype, j * t.strides[1] + h * t.strides[2], dim,
+                     buffer.data() + (j * heads + h) * dim);
+  return TensorView::contiguous(buffer.data(), DType::f32, {1, len, heads, dim});
+}
+
+// A sequence's call with sinks on f16/bf16 inputs runs in f32, so that O is rounded once, after the sinks' rescale
+// (rounding it before as well put a second half ulp into every row).
+struct WideCall {
+  std::vector<float> q, k, v, o;
+  TensorView narrow_o;  // where the rounded rows go
+  ForwardArgs args;
+
+  explicit WideCall(const ForwardArgs& a) : narrow_o(a.o), args(a) {
+    args.q = as_f32(a.q, q);
+    args.k = as_f32(a.k, k);
+    args.v = as_f32(a.v, v);
+    o.assign(std::size_t(a.o.shape[1] * a.o.shape[2] * a.o.shape[3]), 0.0f);
+    args.o = TensorView::contiguous(o.data(), DType::f32, {1, a.o.shape[1], a.o.shape[2], a.o.shape[3]});
+  }
+  void store() const {
+    const std::int64_t len = narrow_o.shape[1], heads = narrow_o.shape[2], dim = narrow_o.shape[3];
+    for (std::int64_t j = 0; j < len; ++j)
+      for (std::int64_t h = 0; h < heads; ++h)
+        core::store_row(narrow_o.data, narrow_o.dtype, j * narrow_o.strides[1] + h * narrow_o.strides[2], dim,
+                        o.data() + (j * heads + h) * dim);
+  }
+};
+
 // Attention sinks on a finished sequence: a sink logit σ joins the softmax's denominator, so that with L the row's
-// LSE without it, L' = log(e^L + e^σ), and every probability, hence O, scales by e^(L − L'). `lse` holds the
-// (N, q_len) LSE of the sequence's rows without sinks; it receives L'.
-void apply_sinks(const VarlenForwardArgs& a, const SequenceSpan& s, const TensorView& lse) {
+// LSE without it, L' = log(e^L + e^σ), and every probability, hence O, scales by e^(L − L'). `o` is the sequence's
+// (1, q_len, N, Hv) output and `lse` its (1, N, q_len) LSE without sinks; it receives L'.
+void apply_sinks(const VarlenForwardArgs& a, const SequenceSpan& s, const TensorView& o, const TensorView& lse) {
   const auto* sinks = static_cast<const float*>(a.sinks.data);
   auto* l = static_cast<float*>(lse.data);
-  std::vector<float> row(std::size_t(a.o.shape[2]));
-  for (std::int64_t n = 0; n < a.o.shape[1]; ++n) {
+  std::vector<float> row(std::size_t(o.shape[3]));
+  for (std::int64_t n = 0; n < o.shape[2]; ++n) {
     const double sink = sinks[n * a.sinks.strides[0]];
     for (std::int64_t i = 0; i < s.q_len; ++i) {
       float& at = l[n * lse.strides[1] + i * lse.strides[2]];
@@ -125,10 +159,10 @@ void apply_sinks(const VarlenForwardArgs& a, const SequenceSpan& s, const Tensor
       const double top = std::max(old_lse, sink);
       const double new_lse = top + std::log(std::exp(old_lse - top) + std::exp(sink - top));
       const float factor = float(std::exp(old_lse - new_lse));
-      const std::int64_t offset = (s.q_begin + i) * a.o.strides[0] + n * a.o.strides[1];
-      core::load_row(a.o.data, a.o.dtype, offset, a.o.shape[2], row.data());
+      const std::int64_t offset = i * o.strides[1] + n * o.strides[2];
+      core::load_row(o.data, o.dtype, offset, o.shape[3], row.data());
       for (float& x : row) x *= factor;
-      core::store_row(a.o.data, a.o.dtype, offset, a.o.shape[2], row.data());
+      core::store_row(o.data, o.dtype, offset, o.shape[3], row.data());
       at = float(new_lse);
     }
   }
@@ -288,8 +322,16 @@ RunInfo forward(Context& ctx, const VarlenForwardArgs& args) {
       own_lse.assign(std::size_t(layout.N * s.q_len), 0.0f);
       call.args.lse = TensorView::contiguous(own_lse.data(), DType::f32, {1, layout.N, s.q_len});
     }
-    const RunInfo ran = forward(ctx, call.args);
-    if (!args.sinks.empty()) apply_sinks(args, s, call.args.lse);
+    RunInfo ran;
+    if (!args.sinks.empty() && layout.dtype != DType::f32) {
+      const WideCall wide(call.args);
+      ran = forward(ctx, wide.args);
+      apply_sinks(args, s, wide.args.o, call.args.lse);
+      wide.store();
+    } else {
+      ran = forward(ctx, call.args);
+      if (!args.sinks.empty()) apply_sinks(args, s, call.args.o, call.args.lse);
+    }
     info.path = ran.path;
     info.workspace_bytes = std::max(info.workspace_bytes, ran.workspace_bytes);
   }
