@@ -1,9 +1,10 @@
 // Packed and paged batches on the cudnn path (cuda/cudnn/cudnn_varlen.cpp: cuDNN's ragged and paged SDPA) against
-// the fp64 reference: decode (queries gathered into a padded Q, a sequence without one), a few queries, prefill lengths (1, 113×203, 1023×1024), sequences without keys or
-// without queries, MHA / GQA / MQA, paged caches of 16 and 256 keys a page with pages out of order and shared,
-// masks top-left, bottom-right and windowed; poisoned outputs, rows past the last sequence untouched, the default
-// and a non-blocking stream. Then a caller workspace, device lengths out of range (memcheck runs that test) and the
-// options the path refuses by rule. Skips visibly without a GPU.
+// the fp64 reference: decode (queries gathered into a padded Q, a sequence without one), a few queries, prefill
+// lengths (1, 113×203, 1023×1024), sequences without keys or without queries, MHA / GQA / MQA, paged caches of 16
+// and 256 keys a page with pages out of order and shared, masks top-left, bottom-right and windowed; poisoned
+// outputs, rows past the last sequence untouched, the default and a non-blocking stream. Then a caller workspace,
+// device lengths out of range (memcheck runs that test) and the options the path refuses by rule. Skips visibly
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -58,6 +58,14 @@ OrderedUse::~OrderedUse() {
   resources_.used = true;
 }
 
+core::Problem scratch_owner(int device, const std::optional<DeviceBuffer>& workspace) {
+  core::Problem p;
+  p.device = Device::cuda;
+  p.device_index = device;
+  p.workspace = workspace;
+  return p;
+}
+
 std::optional<std::string> scratch_refusal(Context::Impl& ctx, const core::Problem& p, std::size_t bytes,
                                            cudaStream_t stream) {
   if (p.workspace) return core::workspace_shortfall(p, bytes);

@@ -60,6 +60,10 @@ class OrderedUse {
 std::optional<std::string> scratch_refusal(Context::Impl& ctx, const core::Problem& p, std::size_t bytes,
                                            cudaStream_t stream);
 
+// A call that has no Problem (the serving calls) as the scratch rules see it: a CUDA call on `device` with the
+// caller's workspace, if any.
+core::Problem scratch_owner(int device, const std::optional<DeviceBuffer>& workspace);
+
 // `bytes` of scratch for `p` (current device p.device_index), after scratch_refusal() said yes. The context's
 // workspace is used within `use` (the caller's scope over the call), or within a scope of its own.
 class ScratchLease {

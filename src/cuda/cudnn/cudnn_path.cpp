@@ -15,11 +15,6 @@
 
 #include <algorithm>
 #include <array>
-#include <iterator>
-#include <memory>
-#include <list>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "core/context_impl.h"
@@ -28,7 +23,6 @@
 #include "cuda/common/call_scratch.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
-#include "cuda/common/library_handle.h"
 #include "cuda/common/scratch_layout.h"
 #include "cuda/common/staging.h"
 #include "cuda/cudnn/cudnn_cache.h"

@@ -38,7 +38,8 @@ std::optional<std::string> row_layout_rule(const char* name, const TensorView& t
     if (t.shape[d] > 1 && (t.strides[d] <= 0 || t.strides[d] % 8 != 0))
       return fmt::format("{}.strides[{}] = {} must be a positive multiple of 8 elements (16 bytes) for cuDNN", name, d,
                          t.strides[d]);
-  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return fmt::format("{}.data must be 16-byte aligned for cuDNN", name);
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
+    return fmt::format("{}.data must be 16-byte aligned for cuDNN", name);
   return std::nullopt;
 }
 
@@ -186,15 +187,6 @@ Layout layout_of(const VarlenPlan& plan, const Entry& entry) {
   return l;
 }
 
-// The call as the scratch rules see it: its device and the caller's workspace.
-core::Problem scratch_owner(const VarlenForwardArgs& a) {
-  core::Problem p;
-  p.device = Device::cuda;
-  p.device_index = a.q.device_index;
-  p.workspace = a.workspace;
-  return p;
-}
-
 struct Call {
   std::optional<std::string> reason;  // set when the call cannot run; nothing else is then
   VarlenPlan plan;
@@ -214,7 +206,8 @@ void with_graph(Context::Impl& ctx, const VarlenForwardArgs& a, const core::Varl
   call.graph = find_graph(ctx, a.q.device_index, call.plan.spec, ctx.tuning);
   if ((call.reason = call.graph.reason)) return fn(call);
   call.layout = layout_of(call.plan, *call.graph.entry);
-  call.reason = scratch_refusal(ctx, scratch_owner(a), call.layout.total, call.graph.stream);
+  const core::Problem owner = scratch_owner(a.q.device_index, a.workspace);
+  call.reason = scratch_refusal(ctx, owner, call.layout.total, call.graph.stream);
   fn(call);
 }
 
@@ -224,7 +217,8 @@ void enqueue(Context::Impl& ctx, const VarlenForwardArgs& a, const core::VarlenL
   const GraphSpec& spec = call.plan.spec;
   const cudaStream_t stream = call.graph.stream;
   OrderedUse use(ctx, a.q.device_index, stream, kPathName);
-  ScratchLease scratch(ctx, scratch_owner(a), call.layout.total, stream, kPathName, &use);
+  const core::Problem owner = scratch_owner(a.q.device_index, a.workspace);
+  ScratchLease scratch(ctx, owner, call.layout.total, stream, kPathName, &use);
   char* base = scratch.data();
 
   ServingInputs in;
@@ -272,7 +266,8 @@ void enqueue(Context::Impl& ctx, const VarlenForwardArgs& a, const core::VarlenL
   ptr[Slot::page_table_k] = in.out.page_table;
   ptr[Slot::page_table_v] = in.out.page_table;
   const Entry& entry = *call.graph.entry;
-  if (auto error = execute(*entry.graph, call.graph.handle, ptr, entry.workspace > 0 ? base + call.layout.graph : nullptr))
+  void* graph_workspace = entry.workspace > 0 ? base + call.layout.graph : nullptr;
+  if (auto error = execute(*entry.graph, call.graph.handle, ptr, graph_workspace))
     core::fail(ErrorCode::device_error, "cudnn: cuDNN failed to run the packed / paged forward graph: {}", *error);
 
   ServingFinish f;

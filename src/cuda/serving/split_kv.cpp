@@ -73,13 +73,6 @@ Scratch scratch_of(const VarlenForwardArgs& a, const core::VarlenLayout& l, cons
   return s;
 }
 
-core::Problem scratch_problem(const VarlenForwardArgs& a) {
-  core::Problem p;
-  p.device = Device::cuda;
-  p.device_index = a.q.device_index;
-  p.workspace = a.workspace;
-  return p;
-}
 
 }  // namespace
 
@@ -155,7 +148,7 @@ void run_split_kv(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLa
   const Scratch scratch = scratch_of(a, l, impl.tuning);
   const SplitKvPlan& plan = scratch.plan;
   const auto stream = static_cast<cudaStream_t>(impl.stream);
-  const core::Problem owner = scratch_problem(a);
+  const core::Problem owner = scratch_owner(a.q.device_index, a.workspace);
   if (auto why = scratch_refusal(impl, owner, scratch.bytes, stream))
     core::fail(ErrorCode::unsupported, "path flash-sm80: {}", *why);
   if (a.max_seqlen_q == 0 || l.total_q == 0) return;  // no query rows: nothing to write
