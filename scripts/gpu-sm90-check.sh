@@ -4,12 +4,12 @@
 #   1. the flash-sm90 GPU tests and path flash's choice between the families (test_gpu_flash, *Sm90* and
 #      *FlashFamily*, sharded over the cores);
 #   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set, bf16 on the default stream: 113×203 at
-#      every head dim and kernel version, 1023×1024 at head dim 128, s3's CTAs walking several blocks, and s2 with
-#      per-batch lengths (the V rows past a length zeroed in shared memory);
+#      every head dim and kernel version, 1023×1024 at head dim 128, s3's and s5's CTAs walking several blocks, and
+#      s2 with per-batch lengths (the V rows past a length zeroed in shared memory);
 #      ATTNLAB_SM90_TESTS=0 skips step 1, ATTNLAB_SM90_SANITIZERS lists the tools of step 2 ("" skips it), so the
 #      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4"): attnlab bench (flash-sm90, and in
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5"): attnlab bench (flash-sm90, and in
 #      the first version's process cudnn), flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force
 #      its tile configuration too) and bench/peers.py (torch-flash = FA2) on
 #      bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
@@ -55,8 +55,8 @@ fi
 if [[ "$table" != "--table-only" ]]; then
   filter='*GpuFlashSm90Grid.MatchesReference/bf16_h*_113x203_s*'
   filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h128_1023x1024_s*'
-  # and a persistent CTA walking several blocks (s3), with blocks that see no key
-  filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s3'
+  # and a persistent CTA walking several blocks (s3, s5), with blocks that see no key
+  filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s3:*GpuFlashSm90.ManyBlocksPerCta/bf16_s5'
   # and lengths whose padding rows are NaN, at every head dim
   filter+=':*GpuFlashSm90.SequenceLengths/bf16_s2'
   for tool in ${ATTNLAB_SM90_SANITIZERS-memcheck racecheck synccheck}; do
@@ -84,7 +84,7 @@ PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
-  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4})
+  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5})
   for version in "${versions[@]}"; do
     paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$workloads" \

@@ -4,6 +4,7 @@
 // public API (test_api, and GpuAuto on a GPU).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,8 +68,9 @@ TEST(DispatchPolicy, LargeHalfForwardPrefersCudnnAndSaysWhereItWasMeasured) {
   EXPECT_EQ(order_for(gpu(Direction::forward, DType::f16, double(1 << 30) * 1.01, 90)).front(), "cudnn");
 }
 
-// Where flash-sm90 measured ahead of cudnn: causal only, head dims 128, 192, 256 and 192/128, T and S ≥ 8192, on
-// cc 9.0 alone. A window, another head dim, a shorter sequence or another GPU keeps cudnn first.
+// Where flash-sm90 measured ahead of cudnn: causal only, head dim 128 with T and S ≥ 4096, head dims 192, 256 and
+// 192/128 with T and S ≥ 8192, on cc 9.0 alone. A window, another head dim, a shorter sequence or another GPU
+// keeps cudnn first.
 TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   CallTraits t = gpu(Direction::forward, DType::bf16, kLarge, 90);
   t.T = t.S = 8192, t.Hqk = t.Hv = 128, t.causal_only = true;
@@ -82,8 +84,16 @@ TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   EXPECT_EQ(order_for(wide).front(), "flash-sm90");
   wide.Hv = 128;
   EXPECT_EQ(order_for(wide).front(), "flash-sm90");
-  for (auto change : {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 4096; },
-                      +[](CallTraits& c) { c.S = 4096; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
+  CallTraits shorter = t;
+  shorter.T = shorter.S = 4096;
+  EXPECT_EQ(order_for(shorter).front(), "flash-sm90") << "head dim 128 from T = 4096";
+  for (const std::int64_t dims : {192, 256}) {
+    CallTraits other = shorter;
+    other.Hqk = other.Hv = dims;
+    EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim " << dims << " only from T = 8192";
+  }
+  for (auto change : {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 2048; },
+                      +[](CallTraits& c) { c.S = 2048; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
                       +[](CallTraits& c) { c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 256; },
                       +[](CallTraits& c) { c.Hqk = 192, c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 96; },
                       +[](CallTraits& c) { c.cc = 89; }, +[](CallTraits& c) { c.cc = 100; }}) {

@@ -2,12 +2,14 @@
 // odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64, 96, 192, 256
 // and 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
 // stream; sliding windows, GQA/MQA, per-batch sequence lengths (host and device, NaN in the padding), softcap,
-// shapes drawn at random through one context; each kernel version (s1 … s4) by index; path flash choosing between
+// shapes drawn at random through one context; each kernel version (s1 … s5) by index, s5's counter in a caller
+// workspace; path flash choosing between
 // the two families; and its refusals. The harness poisons every output, draws
 // fresh inputs and checks for NaN. Skips visibly without a GPU of compute capability 9.0 (the kernels are sm_90a
 // code).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <iterator>
 #include <string>
 #include <tuple>
@@ -84,12 +86,12 @@ void* nonblocking_stream() {
 struct Shape {
   std::int64_t T, S;
 };
-// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1, 2 = s2, 3 = s3, 4 = s4), head dim
+// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1 … 5 = s5), head dim
 using GridParam = std::tuple<DType, Shape, bool, int, Heads>;
 
 // A context that runs kernel version `version` of flash-sm90.
 attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[5];
+  static attnlab::Context contexts[6];
   attnlab::Tuning tuning = contexts[version].tuning();
   tuning.flash_config = version;
   contexts[version].set_tuning(tuning);
@@ -98,11 +100,16 @@ attnlab::Context& version_context(int version) {
 
 class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 
-// s3 is not built at head dim 256 (src/cuda/flash_sm90/launch.h, version_built): a call asking for it there must
-// be refused by that rule, before any launch. Returns whether the version runs at the case's head dim.
+// s3 is not built at head dim 256, s5 not at 192/192 and 256 (src/cuda/flash_sm90/launch.h, version_built): a
+// call asking for them there must be refused by that rule, before any launch. Returns whether the version runs at
+// the case's head dims.
 bool runs_or_is_refused(const Case& c, int version) {
-  if (!(version == 3 && c.Hqk == 256)) return true;
-  expect_forward_refused_on_device(c, "is not built at head dim 256");
+  const bool built = version == 3   ? c.Hqk != 256
+                     : version == 5 ? c.Hqk != 256 && !(c.Hqk == 192 && c.Hv == 192)
+                                    : true;
+  if (built) return true;
+  expect_forward_refused_on_device(c, "is not built at head dims " + std::to_string(c.Hqk) + "/" +
+                                          std::to_string(c.Hv));
   return false;
 }
 
@@ -142,7 +149,7 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
 // Head dims 64, 96 (the 64-byte swizzle), 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the
@@ -152,13 +159,13 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
                                                               Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 5),
                                             ::testing::Values(Heads{64, 64}, Heads{96, 96}, Heads{192, 192},
                                                               Heads{192, 128}, Heads{256, 256})),
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
 
@@ -232,6 +239,66 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
   }
 }
 
+// s5's block counter lives in the call's scratch. With a caller workspace of workspace_size() bytes (at least the
+// counter's 4 once the CTAs walk several blocks; none for a call of at most one block per SM) the call allocates
+// nothing, and it is right twice in a row through the same bytes: the counter is zeroed for every launch (left at
+// the first call's count, the second call's CTAs would skip blocks and leave their rows poisoned). One byte less
+// is refused, naming the workspace, before anything is written.
+TEST(GpuFlashSm90Walk, CounterInCallerWorkspace) {
+  ATTNLAB_REQUIRE_HOPPER();
+#if ATTNLAB_WITH_CUDA
+  ATTNLAB_TEST_RNG(rng);
+  attnlab::Context& ctx = version_context(5);
+  Case few = sm90_case(DType::bf16);
+  few.B = 1, few.T = 300, few.S = 300, few.N = 4, few.K = 2;  // 12 blocks
+  {
+    const Tensors t = make_inputs(few, rng);
+    DeviceMirror mirror;
+    EXPECT_EQ(attnlab::workspace_size(ctx, device_forward_args(few, t, mirror)), 0u);
+  }
+  Case c = sm90_case(DType::bf16);
+  c.B = 4, c.T = 300, c.S = 300, c.N = 40, c.K = 8;  // 480 blocks
+  c.mask.causal = true;
+  void* lent = nullptr;
+  std::size_t need = 0;
+  for (int call = 0; call < 3; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    Tensors t = make_inputs(c, rng);  // fresh inputs, outputs poisoned
+    const ExpectedForward expected = expected_forward(c, t);
+    DeviceMirror mirror;
+    attnlab::ForwardArgs a = device_forward_args(c, t, mirror);
+    if (call == 0) {
+      need = attnlab::workspace_size(ctx, a);
+      ASSERT_GE(need, 4u);
+      ASSERT_EQ(cudaMalloc(&lent, need), cudaSuccess);
+      a.workspace = attnlab::DeviceBuffer{lent, need - 1};
+      bool refused = false;
+      try {
+        attnlab::forward(ctx, a);
+      } catch (const attnlab::Error& e) {
+        refused = true;
+        EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
+      }
+      EXPECT_TRUE(refused) << "a workspace one byte short of " << need << " was taken";
+      const std::vector<std::uint8_t> poisoned = t.o.snapshot();
+      mirror.synchronize();
+      mirror.download(t.o);
+      EXPECT_TRUE(t.o.same_bytes(poisoned)) << "a refused call wrote O";
+      continue;
+    }
+    a.workspace = attnlab::DeviceBuffer{lent, need};
+    const attnlab::RunInfo info = attnlab::forward(ctx, a);
+    EXPECT_EQ(info.device_allocations, 0);
+    EXPECT_LE(info.workspace_bytes, need);
+    mirror.synchronize();
+    mirror.download(t.o);
+    mirror.download(t.lse);
+    check_forward_outputs(c, t, expected);
+  }
+  cudaFree(lent);
+#endif
+}
+
 // Per-batch lengths at every head dim: a batch of full length, one whose keys end two rows into a key tile (its V
 // rows past kv_len are padding inside the tile the kernel loads), one whose queries end one row into a block, one
 // of no keys (O = 0, LSE = −inf) and one of no queries; NaN in every padding row, which no output may see
@@ -301,7 +368,8 @@ TEST_P(GpuFlashSm90, AnyScale) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
-                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16), ::testing::Values(1, 2, 3, 4)),
+                         ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
+                                            ::testing::Values(1, 2, 3, 4, 5)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
@@ -391,7 +459,7 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   ATTNLAB_TEST_RNG(rng);
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  for (const int index : {0, 5}) {  // s0 was retired; 5 is past the list
+  for (const int index : {0, 6}) {  // s0 was retired; 6 is past the list
     tuning.flash_config = index;
     tuned.set_tuning(tuning);
     const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));

@@ -27,20 +27,22 @@ const PolicyRow kRows[] = {
      {"flash", "cudnn", "cuda-naive"},
      "codelab default (4, 128, 8, 64) on an H200: flash 5.3–6.8 µs per call, cudnn 11.9–12.1 µs (docs/design.md §5; "
      "docs/perf-notes.md, The codelab's default shape). Launch-bound, so the order holds on any GPU"},
-    {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, causal only, head dims 128, 192, 256 or "
-     "192/128, T and S ≥ 8192",
+    {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, causal only, head dim 128 with T and S ≥ "
+     "4096, or head dims 192, 256 or 192/128 with T and S ≥ 8192",
      [](const CallTraits& t) {
-       const bool measured_heads = (t.Hqk == t.Hv && (t.Hqk == 128 || t.Hqk == 192 || t.Hqk == 256)) ||
-                                   (t.Hqk == 192 && t.Hv == 128);
-       return t.direction == Direction::forward && half(t.dtype) && t.cc == 90 && t.causal_only && measured_heads &&
-              t.T >= 8192 && t.S >= 8192;
+       const bool long_enough =
+           (t.Hqk == 128 && t.Hv == 128 && t.T >= 4096 && t.S >= 4096) ||
+           (((t.Hqk == t.Hv && (t.Hqk == 192 || t.Hqk == 256)) || (t.Hqk == 192 && t.Hv == 128)) && t.T >= 8192 &&
+            t.S >= 8192);
+       return t.direction == Direction::forward && half(t.dtype) && t.cc == 90 && t.causal_only && long_enough;
      },
      {"flash-sm90", "cudnn", "flash", "cuda-naive"},
-     "H200, one run each (docs/results/h200/sm90-s3-causal-s2.jsonl, sm90-h192.jsonl): flash-sm90 561 / 584 "
-     "TFLOP/s against cudnn's 539 / 561 at head dim 128, T = 8k / 16k, causal (1.04×); 588 / 605 against 556 / 584 "
-     "at head dim 256 (1.04–1.06×); 627 / 628 against 559 / 587 at 192 (1.07–1.12×); 608 / 631 against 506 / 562 "
-     "at 192/128 (1.12–1.20×); at head dim 64 cudnn leads (0.87–0.91×). flash-sm90 is named, not flash, so that a "
-     "call it refuses goes to cudnn rather than to flash-sm80"},
+     "H200, one run each (docs/results/h200/sm90-s5-h64-h128.jsonl, sm90-s3-causal-s2.jsonl, sm90-h192.jsonl): "
+     "flash-sm90 (s5) 541 / 580 / 600 TFLOP/s against cudnn's 521 / 554 / 569 at head dim 128, T = 4k / 8k / 16k, "
+     "causal (1.04–1.05×; 1.01× at 2k); 588 / 605 against 556 / 584 at head dim 256 (s2, 1.04–1.06×); 627 / 628 "
+     "against 559 / 587 at 192 (1.07–1.12×); 608 / 631 against 506 / 562 at 192/128 (1.12–1.20×); at head dim 64 "
+     "cudnn leads (0.92–0.96×). flash-sm90 is named, not flash, so that a call it refuses goes to cudnn rather than "
+     "to flash-sm80"},
     {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, head dim 96, no mask or causal only, T and "
      "S ≥ 2048",
      [](const CallTraits& t) {
@@ -55,9 +57,10 @@ const PolicyRow kRows[] = {
      [](const CallTraits& t) { return t.direction == Direction::forward && half(t.dtype) && t.cc / 10 == 9; },
      {"cudnn", "flash", "cuda-naive"},
      "H200: cudnn 445–655 TFLOP/s on every forward shape of docs/design.md §5; flash-sm80 at most 383, flash-sm90 "
-     "0.77–1.01× cudnn without a mask (head dims 64, 128, 256; 0.88–1.04× at 192 and 192/128) and 0.83–1.03× "
-     "causal below T = 8k (docs/results/h200/sm90-s3-s2.jsonl, sm90-s3-causal-s2.jsonl, sm90-h192.jsonl); head "
-     "dim 96 below T = 2048 and with windows or other masks not measured"},
+     "0.82–1.01× cudnn without a mask (s5 at head dims 64 and 128, s2 at 256; 0.88–1.04× at 192 and 192/128) and "
+     "0.92–1.01× causal below the rows above (docs/results/h200/sm90-s5-h64-h128.jsonl, sm90-s3-s2.jsonl, "
+     "sm90-s3-causal-s2.jsonl, sm90-h192.jsonl); head dim 96 below T = 2048 and with windows or other masks not "
+     "measured"},
     {"GPU forward, f16/bf16, above 2^30 FLOPs, other compute capabilities",
      [](const CallTraits& t) { return t.direction == Direction::forward && half(t.dtype); },
      {"cudnn", "flash", "cuda-naive"},

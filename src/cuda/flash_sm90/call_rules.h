@@ -12,7 +12,8 @@ namespace attnlab::cuda::sm90 {
 // Why the kernel cannot run `p` (its rule, in words), or nullopt.
 std::optional<std::string> call_rules(const core::Problem& p);
 
-// The kernel version `p` runs (launch.h): Tuning::flash_config or the default, s1 where the others cannot.
-int call_version(const core::Problem& p);
+// The kernel version `p` runs (launch.h): Tuning::flash_config or the default (default_version; `packed` for a
+// packed variable-length batch), s1 where the others cannot.
+int call_version(const core::Problem& p, bool packed = false);
 
 }  // namespace attnlab::cuda::sm90

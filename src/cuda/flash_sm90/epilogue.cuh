@@ -1,5 +1,6 @@
 // The end of a block, per consumer warpgroup: O = acc / l rounded to the element type and staged in the
-// warpgroup's own 64 rows of Q's shared memory (same swizzle as the TMA box), then written by one TMA store per
+// warpgroup's own 64 rows of O's staging rows (Q's shared memory, or s5's own buffer: traits.h, kOOffset; the
+// same swizzle as the TMA box), then written by one TMA store per
 // column slice that clips rows past T (a packed sequence's last rows are copied out by the threads instead);
 // LSE = (max + log2 l) · ln 2 straight from the registers of one lane per row. Rows past the query length and rows that saw no key get O = 0 and LSE = −inf (docs/design.md §2: never
 // NaN), written as zeros rather than scaled: a padding row's Q may be NaN, and then so is its accumulator.
@@ -61,8 +62,10 @@ __device__ __forceinline__ void copy_rows_out(const flash::FlashParams& p, const
   }
 }
 
-// Q's shared memory is free for the CTA's next block once this store has read it: `q_empty` gets this warpgroup's
-// arrival then.
+// Where O is staged in Q's shared memory, Q's memory is free for the CTA's next block once this store has read it:
+// `q_empty` gets this warpgroup's arrival then. In a buffer of its own (Traits::kOwnOBuffer) the store is waited
+// for only when the next block's O is about to be staged (or at the CTA's end: finish_output_stores), and Q's
+// memory was released by the main loop.
 template <class Traits>
 __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::uint32_t q_empty,
                              unsigned char* smem_generic,
@@ -74,6 +77,13 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
   const int local0 = consumer * Traits::kRowsPerConsumer;  // this warpgroup's first row in the block
   const float* sink = kp.sinks != nullptr ? kp.sinks + std::int64_t(w.head) * kp.sinks_stride : nullptr;
   const bool packed = kp.packed.cu_q != nullptr;
+  unsigned char* staged = smem_generic + Traits::kOOffset;
+  if constexpr (Traits::kOwnOBuffer) {
+    // The previous block's store (issued by this thread) must have read the rows before they are rewritten; the
+    // warpgroup's threads that copied rows out (copy_rows_out) have passed this barrier after their reads too.
+    if (warp == 0 && lane == 0) ptx::tma_store_wait_read();
+    ptx::named_barrier_sync(1 + consumer, 128);
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int local = local0 + 16 * warp + (lane >> 2) + 8 * h;
@@ -82,7 +92,7 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
 #pragma unroll
     for (int j = 0; j < Traits::kORegs / 4; ++j) {
       const int col = 8 * j + 2 * (lane & 3);
-      *reinterpret_cast<std::uint32_t*>(smem_generic + swizzled_offset<Traits>(local, col)) =
+      *reinterpret_cast<std::uint32_t*>(staged + swizzled_offset<Traits>(local, col)) =
           norm.scale != 0.0f ? ptx::pack2<Element>(o[4 * j + 2 * h] * norm.scale, o[4 * j + 2 * h + 1] * norm.scale)
                              : 0u;
     }
@@ -95,20 +105,32 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
   ptx::named_barrier_sync(1 + consumer, 128);
   const int rows = w.q_len - (w.m0 + local0);  // this warpgroup's rows inside the sequence (uniform)
   if (packed && rows < Traits::kRowsPerConsumer) {
-    copy_rows_out<Traits>(p, smem_generic, w, local0, rows);
-    ptx::named_barrier_sync(1 + consumer, 128);  // every read of the staged tile is done
-    if (warp == 0 && lane == 0) ptx::arrive(q_empty);
+    copy_rows_out<Traits>(p, staged, w, local0, rows);
+    if constexpr (!Traits::kOwnOBuffer) {
+      ptx::named_barrier_sync(1 + consumer, 128);  // every read of the staged tile is done
+      if (warp == 0 && lane == 0) ptx::arrive(q_empty);
+    }
     return;
   }
   if (warp == 0 && lane == 0) {
 #pragma unroll
     for (int slice = 0; slice < Traits::kVSlices; ++slice)
-      ptx::tma_store(&kp.o, smem + Traits::kQOffset + slice * Traits::kQSliceBytes + local0 * Traits::kRowBytes,
+      ptx::tma_store(&kp.o, smem + Traits::kOOffset + slice * Traits::kQSliceBytes + local0 * Traits::kRowBytes,
                      Traits::kSliceCols * slice, w.q_row0 + w.m0 + local0, w.head, w.map_batch);
     ptx::tma_store_commit();
-    ptx::tma_store_wait_read();
-    ptx::arrive(q_empty);
+    if constexpr (!Traits::kOwnOBuffer) {
+      ptx::tma_store_wait_read();
+      ptx::arrive(q_empty);
+    }
   }
+}
+
+// A CTA whose O stores were left in flight (Traits::kOwnOBuffer) waits for them to read its shared memory before it
+// exits.
+template <class Traits>
+__device__ __forceinline__ void finish_output_stores(int warp, int lane) {
+  if constexpr (Traits::kOwnOBuffer)
+    if (warp == 0 && lane == 0) ptx::tma_store_wait_read();
 }
 
 }  // namespace attnlab::cuda::sm90

@@ -24,12 +24,13 @@
 namespace attnlab::cuda {
 namespace sm90 {
 
-// Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2–s4
+// Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 and later
 // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
 // scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that
 // carries the tanh (the others keep their registers and instructions for the plain softmax).
-int call_version(const core::Problem& p) {
-  const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : kDefaultVersion;
+int call_version(const core::Problem& p, bool packed) {
+  const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config
+                                            : default_version(int(p.dims.Hqk), int(p.dims.Hv), packed);
   return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
 }
 
@@ -59,18 +60,33 @@ std::optional<std::string> call_rules(const core::Problem& p) {
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                       "s4; s0 was retired)",
+                       "s4, 5 = s5; s0 was retired)",
                        p.tuning->flash_config);
-  if (!version_built(int(d.Hqk), call_version(p)))
-    return fmt::format("flash_config = {} (s{}) is not built at head dim {} (it spilled registers there and measured "
-                       "slower than s2, the default)",
-                       call_version(p), call_version(p), d.Hqk);
+  if (!version_built(int(d.Hqk), int(d.Hv), call_version(p)))
+    return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} (it spilled registers there; s2, "
+                       "the default, runs them)",
+                       call_version(p), call_version(p), d.Hqk, d.Hv);
   return tensor_map_rule(p);
 }
 
 namespace {
 
 constexpr const char* kName = "flash-sm90";
+
+// The call's scratch: per-batch lengths that must be placed on the device (host tensors, strided ones; 2·B int32,
+// cuda/common/seqlens.h), then s5's block counter where its CTAs walk several blocks (launch.h). 16-byte pieces.
+struct ScratchLayout {
+  std::size_t counter_offset = 0, bytes = 0;
+  bool counter = false;
+};
+ScratchLayout scratch_layout(const core::Problem& p, int version) {
+  ScratchLayout s;
+  s.counter_offset = (seqlens_scratch_bytes(p) + 15) / 16 * 16;
+  const long long blocks = (p.dims.T + kBlockM - 1) / kBlockM * p.dims.N * p.dims.B;
+  s.counter = version == 5 && dynamic_walk_needs_counter(blocks, device_properties(p.device_index).sm_count);
+  s.bytes = s.counter_offset + (s.counter ? 16 : 0);
+  return s;
+}
 
 class FlashSm90Path final : public core::Path {
  public:
@@ -84,30 +100,39 @@ class FlashSm90Path final : public core::Path {
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
   std::optional<std::string> why_not(const core::Problem& p) const override { return call_rules(p); }
-  // Scratch: per-batch lengths that must be placed on the device (host tensors, strided ones), 2·B int32.
+  // Scratch: ScratchLayout above.
   core::Verdict plan(Context::Impl& ctx, const core::Problem& p) const override {
     if (auto why = call_rules(p)) return {why, 0};
-    const std::size_t bytes = seqlens_scratch_bytes(p);
+    const std::size_t bytes = scratch_layout(p, call_version(p)).bytes;
     return {scratch_refusal(ctx, p, bytes, static_cast<cudaStream_t>(ctx.stream)), bytes};
   }
 
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
     if (auto why = call_rules(p)) return why;  // before anything is built, placed or launched
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
-    if (p.has_seqlens())
-      if (auto why = scratch_refusal(ctx, p, seqlens_scratch_bytes(p), stream)) return why;
+    const int v = call_version(p);
+    const ScratchLayout layout = scratch_layout(p, v);
+    if (p.has_seqlens() || layout.bytes > 0)
+      if (auto why = scratch_refusal(ctx, p, layout.bytes, stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    const int v = call_version(p);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
-    if (p.has_seqlens()) {
+    if (p.has_seqlens() || layout.bytes > 0) {
       // Device lengths of unit stride are read in place (no scratch); others are placed in the call's scratch, in
-      // the stream's order (cuda/common/seqlens.h).
-      ScratchLease scratch(ctx, p, seqlens_scratch_bytes(p), stream, kName);
-      const DeviceSeqlens lengths = place_seqlens(p, reinterpret_cast<std::int32_t*>(scratch.data()), stream, kName);
-      params.p.q_seqlens = lengths.q;
-      params.p.kv_seqlens = lengths.kv;
+      // the stream's order (cuda/common/seqlens.h). s5's counter starts at zero for every launch.
+      ScratchLease scratch(ctx, p, layout.bytes, stream, kName);
+      if (p.has_seqlens()) {
+        const DeviceSeqlens lengths =
+            place_seqlens(p, reinterpret_cast<std::int32_t*>(scratch.data()), stream, kName);
+        params.p.q_seqlens = lengths.q;
+        params.p.kv_seqlens = lengths.kv;
+      }
+      if (layout.counter) {
+        params.tile_counter = reinterpret_cast<std::int32_t*>(scratch.data() + layout.counter_offset);
+        check_cuda(cudaMemsetAsync(params.tile_counter, 0, sizeof(std::int32_t), stream),
+                   "flash-sm90: zeroing the block counter");
+      }
       launch_forward(p.dtype, int(p.dims.Hqk), int(p.dims.Hv), v, params, p.device_index, stream);
     } else {
       ctx.last_workspace_bytes = 0;

@@ -1,6 +1,6 @@
 // attnlab's sm_90a flash forward kernel: warp-specialized (one producer warpgroup issuing TMA, two consumer
 // warpgroups running wgmma and the softmax), K/V in a two-slot mbarrier pipeline, O out through shared memory and
-// a TMA store; from s3 on persistent (one CTA per SM walking the blocks). Its parts: scheduler.cuh (which block),
+// a TMA store; s3 and s5 persistent (one CTA per SM walking the blocks). Its parts: scheduler.cuh (which block),
 // pipeline.cuh (the slots), mainloop.cuh (both roles), softmax.cuh, epilogue.cuh; ptx.cuh and gmma.cuh have the
 // instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist
 // there alone); on any other architecture the kernel body is empty and the path never launches it
@@ -37,7 +37,20 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     ptx::prefetch_tensor_map(&kp.q);
     ptx::prefetch_tensor_map(&kp.k);
     ptx::prefetch_tensor_map(&kp.v);
-    if constexpr (Traits::kPersistent) {
+    if constexpr (Traits::kDynamicWalk) {
+      // The list's size and shape are recomputed from the parameters (constant bank) where they are used: the
+      // producer runs on 24 registers.
+      using Walk = TileWalk<Traits::kBlockM>;
+      std::uint32_t step0 = 0, i = 0;
+      for (unsigned item = blockIdx.x;; ++i) {
+        DynamicWalk::publish(pipe, i, item);
+        if (item >= Walk::count(p)) break;
+        const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, Walk::m_blocks(p)));
+        produce<Traits>(kp, pipe, smem, w, BlockSchedule{step0, i & 1u, i == 0, false});
+        step0 += std::uint32_t(w.tiles());
+        item = DynamicWalk::next(kp.tile_counter, Walk::count(p));
+      }
+    } else if constexpr (Traits::kPersistent) {
       std::uint32_t step0 = 0, i = 0;
       for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance(), ++i) {
         const BlockWork w = block_work<Traits>(kp, walk.coord(p));
@@ -61,7 +74,20 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     consume_overlapped<Traits>(kp, pipe, smem, w, at, consumer, warp, lane, o, softmax);
     store_output<Traits>(kp, smem, pipe.q_empty(), smem_generic, w, consumer, warp, lane, o, softmax);
   };
-  if constexpr (Traits::kPersistent) {
+  if constexpr (Traits::kDynamicWalk) {
+    using Walk = TileWalk<Traits::kBlockM>;
+    std::uint32_t step0 = 0;
+    for (std::uint32_t i = 0;; ++i) {
+      const unsigned item = DynamicWalk::take(pipe, i, lane);
+      if (item >= Walk::count(p)) break;
+      const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, Walk::m_blocks(p)));
+      const BlockSchedule at{step0, i & 1u, i == 0, false};
+      step0 += std::uint32_t(w.tiles());
+      run_block(w, at);
+    }
+    MmaTurns::drain(consumer);
+    finish_output_stores<Traits>(warp, lane);
+  } else if constexpr (Traits::kPersistent) {
     // Only the walk's position, the block count and the pipeline step stay live across a block (the schedule's
     // other fields follow from them): at head dim 256 O leaves the consumers no register to spare.
     std::uint32_t step0 = 0, i = 0;

@@ -23,14 +23,20 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
 namespace {
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 5);
+  static_assert(kVersions == 6);
+  if (version == 5) {
+    if constexpr (version_built(kHeadQK, kHeadV, 5))
+      return launch_forward<Element, kHeadQK, kHeadV, 5>(params, device, stream);
+    core::fail(ErrorCode::internal, "flash-sm90: s5 is not built at head dims {}/{} (the path's rules rule it out)",
+               kHeadQK, kHeadV);
+  }
   if (version == 4) {
     if constexpr (compiled_version(kHeadQK, 4) == 4)
       return launch_forward<Element, kHeadQK, kHeadV, 4>(params, device, stream);
     return launch_forward<Element, kHeadQK, kHeadV, 2>(params, device, stream);
   }
   if (version == 3) {
-    if constexpr (version_built(kHeadQK, 3))
+    if constexpr (version_built(kHeadQK, kHeadV, 3))
       return launch_forward<Element, kHeadQK, kHeadV, 3>(params, device, stream);
     core::fail(ErrorCode::internal, "flash-sm90: s3 is not built at head dim {} (the path's rules rule it out)",
                kHeadQK);

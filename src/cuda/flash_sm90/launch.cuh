@@ -29,9 +29,13 @@ void launch_forward(const KernelParams& params, int device, cudaStream_t stream)
   const flash::FlashParams& p = params.p;
   dim3 grid((p.T + T::kBlockM - 1) / T::kBlockM, p.N, p.B);
   if constexpr (T::kPersistent) {
-    // A 1-D grid of one CTA per SM (a CTA fills an SM's shared memory), none idle: at most one per block.
+    // A 1-D grid of one CTA per SM (a CTA fills an SM's shared memory), none idle: at most one per block. s5
+    // without its counter: one CTA per block (launch.h, dynamic_walk_needs_counter).
     const long long blocks = (long long)grid.x * grid.y * grid.z;
-    grid = dim3(unsigned(std::min<long long>(blocks, device_properties(device).sm_count)), 1, 1);
+    grid = dim3(unsigned(T::kDynamicWalk && params.tile_counter == nullptr
+                             ? blocks
+                             : std::min<long long>(blocks, device_properties(device).sm_count)),
+                1, 1);
   }
   kernel<<<grid, T::kThreads, T::kSmemAllocation, stream>>>(params);
   check_cuda(cudaGetLastError(), "flash-sm90: kernel launch");

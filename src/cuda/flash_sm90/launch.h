@@ -10,18 +10,29 @@
 
 namespace attnlab::cuda::sm90 {
 
-// The kernel versions compiled for each instance (traits.h, kVersion), and the one a call runs unless
-// Tuning::flash_config names another (tests and A/B runs): the fastest measured (docs/perf-notes-flash-sm90.md).
-// Versions are numbered 1–4 (s1, s2, s3, s4); index 0 was s0, retired. s2, s3 and s4 need scale > 0; a call with
-// another scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 5;
+// The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–5 (s1 … s5); index
+// 0 was s0, retired. s2 and later need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
+constexpr int kVersions = 6;
 constexpr int kFirstVersion = 1;
-constexpr int kDefaultVersion = 2;
 
-// Whether version `version` is compiled at Q·Kᵀ head dim `head_qk` (src/CMakeLists.txt follows it). s3 is not at
-// 256: there its persistent loop's state spilled to local memory beside O's 128 registers, and it measured slower
-// than s2 (docs/perf-notes-flash-sm90.md). The path refuses such a call by this rule.
-constexpr bool version_built(int head_qk, int version) { return !(version == 3 && head_qk == 256); }
+// Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
+// persistent versions keep a walk's state beside O: s3 is not at 256, where it spilled to local memory beside O's
+// 128 registers (and measured slower than s2), s5 not at 192/192 and 256, where it spilled with its consumers at
+// 224 registers (traits.h; docs/perf-notes-flash-sm90.md). The path refuses such a call by this rule.
+constexpr bool version_built(int head_qk, int head_v, int version) {
+  if (version == 3) return head_qk != 256;
+  if (version == 5) return head_qk != 256 && !(head_qk == 192 && head_v == 192);
+  return true;
+}
+
+// The version a call runs unless Tuning::flash_config names another (tests and A/B runs): the fastest measured
+// (docs/perf-notes-flash-sm90.md). s5 for padded batches at head dims 64 and 128, where it was measured against
+// s2; s2 elsewhere: at 192/192 and 256 (s5 is not built there), at 96 and 192/128 (built, not yet measured), and
+// for packed batches (varlen.cpp), whose calls have no scratch for s5's block counter (s5 would run there with one
+// CTA per block, which was not measured either).
+constexpr int default_version(int head_qk, int head_v, bool packed) {
+  return !packed && head_qk == head_v && (head_qk == 64 || head_qk == 128) ? 5 : 2;
+}
 
 // Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
 // device (compute capability 9.0) and built the tensor maps (tensor_maps.h).
@@ -36,5 +47,10 @@ void launch_forward(DType dtype, int head_qk, int head_v, int version, const Ker
 
 // Rows per block (the grid's x extent is ⌈T / kBlockM⌉).
 constexpr int kBlockM = 128;
+
+// s5 on a device of `sms` SMs over `blocks` blocks: whether its CTAs walk several blocks each, and so need the
+// block counter (KernelParams::tile_counter, 4 bytes of scratch zeroed before the launch). A call of at most one
+// block per SM launches one CTA per block and needs neither.
+constexpr bool dynamic_walk_needs_counter(long long blocks, int sms) { return blocks > sms; }
 
 }  // namespace attnlab::cuda::sm90

@@ -150,7 +150,7 @@ __device__ __forceinline__ void prepare_scores(float (&s)[Traits::kSRegs], const
     OnlineSoftmax::scale_and_mask<false>(s, c.scale_log2, c.visible, key0, lane);
 }
 
-// s2, s3: mask only (raw scores); fold_raw applies the scale.
+// s2 and later: mask only (raw scores); fold_raw applies the scale.
 template <class Traits>
 __device__ __forceinline__ void mask_scores(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
                                             const BlockWork& w, int key0, int lane) {
@@ -158,7 +158,7 @@ __device__ __forceinline__ void mask_scores(float (&s)[Traits::kSRegs], const Co
 }
 
 // A finished score tile into probabilities, by version: s1 scales every score before the max (any scale), s2 and
-// s3 keep raw scores and scale inside the exponent's FFMA (scale > 0).
+// later keep raw scores and scale inside the exponent's FFMA (scale > 0).
 template <class Traits>
 __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
                                                         const BlockWork& w, int key0, int lane,
@@ -172,7 +172,7 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
   }
 }
 
-// Versions s1–s3 (FlashAttention-3's two overlaps; s2 and s3 with the raw-score softmax). Inside the warpgroup,
+// Versions s1–s5 (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
 // tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still
 // on the tensor cores; O is rescaled only after that P·V completes. Between the two consumer warpgroups, MmaTurns
 // makes them take turns issuing their GEMMs, so that one's softmax runs under the other's MMAs (ping-pong) instead
@@ -192,6 +192,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     turns.begin(0);
     turns.end(0);
     ptx::wait(pipe.q_full(), at.q_phase);
+    if constexpr (Traits::kOwnOBuffer) pipe.release_q(lane);
     return;
   }
   ptx::wait(pipe.q_full(), at.q_phase);
@@ -206,6 +207,8 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
   ptx::wgmma_wait<0>();
   ptx::fence_registers(s);
   pipe.release_k(s0, lane);
+  if constexpr (Traits::kOwnOBuffer)
+    if (tiles == 1) pipe.release_q(lane);  // the block's last Q·Kᵀ has read Q
   {
     float correction[2];  // O is still 0: nothing to rescale
     scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
@@ -223,6 +226,8 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
     ptx::fence_registers(s);
     pipe.release_k(now, lane);
+    if constexpr (Traits::kOwnOBuffer)
+      if (step == tiles - 1) pipe.release_q(lane);
     float correction[2];
     scores_to_probabilities<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane, softmax, correction);
     ptx::wgmma_wait<0>();

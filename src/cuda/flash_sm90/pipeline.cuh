@@ -23,9 +23,16 @@ struct Pipeline {
   __device__ std::uint32_t k_empty(int slot) const { return barriers + 8 * (1 + kStages + slot); }
   __device__ std::uint32_t v_full(int slot) const { return barriers + 8 * (1 + 2 * kStages + slot); }
   __device__ std::uint32_t v_empty(int slot) const { return barriers + 8 * (1 + 3 * kStages + slot); }
-  // Persistent CTAs (s3): Q's shared memory is free again once both consumer warpgroups' output stores, staged in
-  // it, have been read. One arrival per consumer warpgroup.
+  // Persistent CTAs (s3, s5): Q's shared memory is free again once both consumer warpgroups' output stores, staged
+  // in it, have been read (one arrival per consumer warpgroup), or, where O is staged apart (Traits::kOwnOBuffer),
+  // once the block's last Q·Kᵀ has completed (one arrival per consumer warp, as for a K slot).
   __device__ std::uint32_t q_empty() const { return barriers + 8 * (1 + 4 * kStages); }
+  static constexpr std::uint32_t kQEmptyArrivals = Traits::kOwnOBuffer ? kConsumerWarps : Traits::kConsumers;
+  // The dynamic walk (s5, scheduler.cuh): item slot i % 2 is full once the producer has written the CTA's i-th
+  // block there, empty once every consumer warp has read it.
+  __device__ std::uint32_t walk_full(int slot) const { return barriers + 8 * (2 + 4 * kStages + slot); }
+  __device__ std::uint32_t walk_empty(int slot) const { return barriers + 8 * (4 + 4 * kStages + slot); }
+  __device__ std::uint32_t walk_item(int slot) const { return barriers + 8 * (6 + 4 * kStages) + 4 * slot; }
 
   // One thread initializes; the caller's __syncthreads then publishes the barriers.
   __device__ void init() const {
@@ -36,7 +43,11 @@ struct Pipeline {
       ptx::barrier_init(k_empty(s), kConsumerWarps);
       ptx::barrier_init(v_empty(s), kConsumerWarps);
     }
-    ptx::barrier_init(q_empty(), Traits::kConsumers);
+    ptx::barrier_init(q_empty(), kQEmptyArrivals);
+    for (int s = 0; s < 2; ++s) {
+      ptx::barrier_init(walk_full(s), 1);
+      ptx::barrier_init(walk_empty(s), kConsumerWarps);
+    }
     ptx::fence_barrier_init();
   }
 
@@ -66,13 +77,20 @@ struct Pipeline {
     __syncwarp();
     if (lane == 0) ptx::arrive(v_empty(slot(step)));
   }
+  // Q's rows were read by this warp's last Q·Kᵀ of the block (Traits::kOwnOBuffer only).
+  __device__ void release_q(int lane) const {
+    __syncwarp();
+    if (lane == 0) ptx::arrive(q_empty());
+  }
 };
 
-// Ping-pong between the two consumer warpgroups (versions s1–s3): each issues its GEMMs of a turn only after the
+// Ping-pong between the two consumer warpgroups (versions s1–s5): each issues its GEMMs of a turn only after the
 // other has issued its own of the previous turn, on hardware barriers 3 and 4 (1 and 2 are the epilogue's).
 // Consumer 0 goes first. Both take `count` turns per block; a persistent CTA's blocks continue one sequence of
 // turns, so only its first block starts it, and only the last turn of its last block (`last_block`) has no
-// successor: consumer 1 then arrives nowhere.
+// successor: consumer 1 then arrives nowhere. A CTA that learns only after a block that it was its last (s5's
+// dynamic walk) runs every block with last_block false and ends with drain(): consumer 0 takes consumer 1's
+// final arrival.
 struct MmaTurns {
   int consumer;
   int count;
@@ -84,6 +102,9 @@ struct MmaTurns {
   __device__ void begin(int) const { ptx::named_barrier_sync(barrier(consumer), 256); }
   __device__ void end(int turn) const {
     if (!(last_block && consumer == 1 && turn == count - 1)) ptx::named_barrier_arrive(barrier(1 - consumer), 256);
+  }
+  static __device__ void drain(int consumer) {
+    if (consumer == 0) ptx::named_barrier_sync(barrier(0), 256);
   }
 };
 

@@ -49,6 +49,16 @@ __device__ __forceinline__ void wait(std::uint32_t bar, std::uint32_t parity) {
       : "memory");
 }
 
+// A 32-bit word at a shared address, written and read around the mbarriers that order them (hence "memory").
+__device__ __forceinline__ void store_shared(std::uint32_t addr, std::uint32_t value) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(value) : "memory");
+}
+__device__ __forceinline__ std::uint32_t load_shared(std::uint32_t addr) {
+  std::uint32_t value;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(value) : "r"(addr) : "memory");
+  return value;
+}
+
 // 16 zero bytes at a 16-byte aligned shared address.
 __device__ __forceinline__ void store_zero_16(std::uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0u) : "memory");

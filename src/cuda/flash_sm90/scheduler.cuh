@@ -1,7 +1,9 @@
 // Which blocks a CTA computes. Versions s1 and s2 keep the sm_80 family's mapping (cuda/flash/scheduler.cuh): one CTA
-// per (query block, head, batch), longest first within sections of (batch, head) pairs that share L2. Version s3
-// is persistent: one CTA per SM walks the same list with a stride of the grid (TileWalk), so a CTA's next block
-// starts its loads while this one's epilogue runs, and no CTA is launched per block.
+// per (query block, head, batch), longest first within sections of (batch, head) pairs that share L2. Versions s3
+// and s5 are persistent: one CTA per SM walks the same list, so a CTA's next block starts its loads while this
+// one's epilogue runs, and no CTA is launched per block. s3 walks it with a stride of the grid (TileWalk), a static
+// deal that leaves CTAs unequal under causal masks; s5 takes each CTA's next block from a counter (DynamicWalk),
+// FlashAttention-3's dynamic scheduler.
 #pragma once
 
 #include "cuda/flash/mask.cuh"
@@ -72,6 +74,39 @@ struct TileWalk {
     return flash::coord_of(p, next, m_blocks(p));
   }
   __device__ void advance() { next += gridDim.x; }
+};
+
+// s5's walk. CTA c starts with item c; whenever its producer has issued the last load of a block it takes the next
+// item from the call's counter (KernelParams::tile_counter, zeroed on the stream before the launch): item
+// gridDim.x + atomicAdd(counter, 1), so a CTA that frees first gets the next block of the longest-first list, as
+// with a grid of one CTA per block, but without a CTA's launch, prologue and tail per block. The producer hands
+// each item to the consumers through two shared-memory slots (Pipeline::walk_full / walk_empty / walk_item); an
+// item past the list ends the CTA on both sides. Without a counter (a grid of one CTA per block) the walk ends
+// after the first item.
+struct DynamicWalk {
+  // Producer (one thread): the item after this CTA's current block.
+  static __device__ unsigned next(std::int32_t* counter, unsigned items) {
+    return counter != nullptr ? gridDim.x + unsigned(atomicAdd(counter, 1)) : items;
+  }
+  template <class Pipe>
+  static __device__ void publish(const Pipe& pipe, std::uint32_t i, unsigned item) {
+    const int slot = int(i & 1u);
+    ptx::wait(pipe.walk_empty(slot), ((i >> 1) & 1u) ^ 1u);
+    ptx::store_shared(pipe.walk_item(slot), item);
+    ptx::arrive(pipe.walk_full(slot));
+  }
+  // Consumer warps: the CTA's i-th item. Lane 0 reads the slot, hands the item to its warp with a shuffle and
+  // then releases the slot, so the read and the release are one thread's, in program order.
+  template <class Pipe>
+  static __device__ unsigned take(const Pipe& pipe, std::uint32_t i, int lane) {
+    const int slot = int(i & 1u);
+    ptx::wait(pipe.walk_full(slot), (i >> 1) & 1u);
+    unsigned item = 0;
+    if (lane == 0) item = ptx::load_shared(pipe.walk_item(slot));
+    item = __shfl_sync(0xffffffffu, item, 0);
+    if (lane == 0) ptx::arrive(pipe.walk_empty(slot));
+    return item;
+  }
 };
 
 }  // namespace attnlab::cuda::sm90

@@ -33,14 +33,18 @@ constexpr int compiled_version(int head_dim, int version) {
 
 // kVersionIndex: 1 = s1 (the next Q·Kᵀ issued with this tile's P·V, and ping-pong between the consumer
 // warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
-// only), 3 = s3 (s2 in persistent CTAs), 4 = s4 (s2 with 176-key tiles at head dim 128);
+// only), 3 = s3 (s2 in persistent CTAs walking a static list), 4 = s4 (s2 with 176-key tiles at head dim 128),
+// 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits);
 // docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kVersion >= 1 && kVersion <= 4, "kernel versions s1, s2, s3, s4");
-  static constexpr bool kPersistent = kVersion == 3;
+  static_assert(kVersion >= 1 && kVersion <= 5, "kernel versions s1 … s5");
+  static constexpr bool kPersistent = kVersion == 3 || kVersion == 5;
+  // s5: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one at a
+  // time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
+  static constexpr bool kDynamicWalk = kVersion == 5;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -63,9 +67,11 @@ struct Traits {
   static constexpr int kPRegs = kBlockN / 4;
   static constexpr int kORegs = kHeadV / 2;
   // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O.
-  // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536.
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536. s5's producer, which also takes and hands over the blocks, keeps
+  // 40 and its consumers get 232 (40·128 + 232·256 = 64 512): at 24 and at 32 ptxas spilled the producer's walk to
+  // local memory.
+  static constexpr int kProducerRegisters = kDynamicWalk ? 56 : 24;
+  static constexpr int kConsumerRegisters = kDynamicWalk ? 224 : 240;
 
   // Shared memory, every tile 1024-byte aligned (a swizzle pattern repeats within 8 rows of at most 128 bytes). A
   // tile of R rows × H columns is H / kSliceCols column slices of R rows × kRowBytes, one TMA box each: Q and K
@@ -78,18 +84,31 @@ struct Traits {
   static_assert(kHeadQK % kSliceCols == 0 && kHeadV % kSliceCols == 0, "head dims are whole slices");
   static constexpr int kQSliceBytes = kBlockM * kRowBytes;
   static constexpr int kKVSliceBytes = kBlockN * kRowBytes;
-  static constexpr int kQBytes = kQSliceBytes * kQKSlices;  // 32 KB at head dim 128; O is staged here (Hv ≤ Hqk)
+  static constexpr int kQBytes = kQSliceBytes * kQKSlices;  // 32 KB at head dim 128
   static constexpr int kKBytes = kKVSliceBytes * kQKSlices;  // per slot: 32 KB at 128 and 256 (44 KB in s4)
   static constexpr int kVBytes = kKVSliceBytes * kVSlices;
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
-  static constexpr int kBarrierOffset = kVOffset + kStages * kVBytes;
-  // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs).
-  static constexpr int kBarriers = 2 + 4 * kStages;
-  static constexpr int kSmemBytes = kBarrierOffset + 8 * kBarriers;
+  // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent
+  // CTA's next Q can only land once this block's O store has read them; in s5 in a buffer of their own wherever
+  // it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free after
+  // the block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
+  static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
+  static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
+  // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the
+  // dynamic walk's two item slots' full and empty barriers (s5); then those two slots' items (4 bytes each).
+  static constexpr int kBarriers = 2 + 4 * kStages + 4;
+  static constexpr int kTailBytes = 8 * kBarriers + 16;
+  static constexpr bool kOwnOBuffer =
+      kVersion == 5 && kFixedBytes + kOStagedBytes + kTailBytes + 1024 <= 232448;
+  static constexpr int kOOffset = kOwnOBuffer ? kFixedBytes : kQOffset;
+  static constexpr int kBarrierOffset = kFixedBytes + (kOwnOBuffer ? kOStagedBytes : 0);
+  static constexpr int kWalkItemOffset = kBarrierOffset + 8 * kBarriers;
+  static constexpr int kSmemBytes = kBarrierOffset + kTailBytes;
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
+  static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
   static_assert(kSmemAllocation <= 232448, "an sm_90 block may opt in to 227 KB of shared memory");
 };

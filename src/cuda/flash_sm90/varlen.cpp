@@ -74,7 +74,7 @@ void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayo
   params.packed.total_q = int(l.total_q), params.packed.total_k = int(a.k.shape[0]);
   if (!a.sinks.empty())
     params.sinks = static_cast<const float*>(a.sinks.data), params.sinks_stride = a.sinks.strides[0];
-  const int version = call_version(p);
+  const int version = call_version(p, /*packed=*/true);
   build_tensor_maps(p, version, params);
   DeviceGuard guard(p.device_index);
   launch_forward(p.dtype, int(l.Hqk), int(l.Hv), version, params, p.device_index,
