@@ -9,8 +9,9 @@
 
 namespace attnlab::cuda::sm90 {
 
-// Why the kernel cannot run `p` (its rule, in words), or nullopt.
-std::optional<std::string> call_rules(const core::Problem& p);
+// Why the kernel cannot run `p` (its rule, in words), or nullopt; `packed` for a packed variable-length batch
+// (the version it would run is call_version(p, packed)).
+std::optional<std::string> call_rules(const core::Problem& p, bool packed = false);
 
 // The kernel version `p` runs (launch.h): Tuning::flash_config or the default (default_version; `packed` for a
 // packed variable-length batch), s1 where the others cannot.

@@ -34,7 +34,7 @@ int call_version(const core::Problem& p, bool packed) {
   return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
 }
 
-std::optional<std::string> call_rules(const core::Problem& p) {
+std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
   if (p.direction == core::Direction::backward)
     return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
   if (p.dtype != DType::f16 && p.dtype != DType::bf16)
@@ -62,10 +62,10 @@ std::optional<std::string> call_rules(const core::Problem& p) {
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
                        "s4, 5 = s5; s0 was retired)",
                        p.tuning->flash_config);
-  if (!version_built(int(d.Hqk), int(d.Hv), call_version(p)))
+  if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} (it spilled registers there; s2, "
                        "the default, runs them)",
-                       call_version(p), call_version(p), d.Hqk, d.Hv);
+                       v, v, d.Hqk, d.Hv);
   return tensor_map_rule(p);
 }
 

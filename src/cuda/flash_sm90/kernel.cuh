@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     ptx::prefetch_tensor_map(&kp.v);
     if constexpr (Traits::kDynamicWalk) {
       // The list's size and shape are recomputed from the parameters (constant bank) where they are used: the
-      // producer runs on 24 registers.
+      // producer runs on few registers (traits.h, kProducerRegisters).
       using Walk = TileWalk<Traits::kBlockM>;
       std::uint32_t step0 = 0, i = 0;
       for (unsigned item = blockIdx.x;; ++i) {

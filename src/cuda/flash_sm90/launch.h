@@ -49,8 +49,8 @@ void launch_forward(DType dtype, int head_qk, int head_v, int version, const Ker
 constexpr int kBlockM = 128;
 
 // s5 on a device of `sms` SMs over `blocks` blocks: whether its CTAs walk several blocks each, and so need the
-// block counter (KernelParams::tile_counter, 4 bytes of scratch zeroed before the launch). A call of at most one
-// block per SM launches one CTA per block and needs neither.
+// block counter (KernelParams::tile_counter: a 16-byte piece of scratch, zeroed before the launch). A call of at
+// most one block per SM launches one CTA per block and needs neither.
 constexpr bool dynamic_walk_needs_counter(long long blocks, int sms) { return blocks > sms; }
 
 }  // namespace attnlab::cuda::sm90

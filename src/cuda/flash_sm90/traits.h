@@ -68,8 +68,8 @@ struct Traits {
   static constexpr int kORegs = kHeadV / 2;
   // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O.
   // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536. s5's producer, which also takes and hands over the blocks, keeps
-  // 40 and its consumers get 232 (40·128 + 232·256 = 64 512): at 24 and at 32 ptxas spilled the producer's walk to
-  // local memory.
+  // 56 and its consumers get 224 (56·128 + 224·256 = 64 512): at 24, 32 and 40 ptxas spilled the producer's walk
+  // to local memory.
   static constexpr int kProducerRegisters = kDynamicWalk ? 56 : 24;
   static constexpr int kConsumerRegisters = kDynamicWalk ? 224 : 240;
 
@@ -109,6 +109,8 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
+  // s5 is built only where O fits apart (launch.h, version_built): its epilogue and Q release are tested that way.
+  static_assert(!kDynamicWalk || kOwnOBuffer, "s5 stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
   static_assert(kSmemAllocation <= 232448, "an sm_90 block may opt in to 227 KB of shared memory");
 };

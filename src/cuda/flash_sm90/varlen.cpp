@@ -53,7 +53,7 @@ std::optional<std::string> varlen_refusal(const VarlenForwardArgs& a, const core
                        "through the block table");
   if (a.k.shape[0] == 0 || l.total_q == 0)
     return std::string("needs at least one packed query row and one key row (TMA maps no empty tensor)");
-  return call_rules(as_problem(a, l, tuning));
+  return call_rules(as_problem(a, l, tuning), /*packed=*/true);
 }
 
 void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l) {
