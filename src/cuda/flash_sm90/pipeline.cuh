@@ -32,7 +32,7 @@ struct Pipeline {
   // block there, empty once every consumer warp has read it.
   __device__ std::uint32_t walk_full(int slot) const { return barriers + 8 * (2 + 4 * kStages + slot); }
   __device__ std::uint32_t walk_empty(int slot) const { return barriers + 8 * (4 + 4 * kStages + slot); }
-  __device__ std::uint32_t walk_item(int slot) const { return barriers + 8 * (6 + 4 * kStages) + 4 * slot; }
+  __device__ std::uint32_t walk_item(int slot) const { return barriers + 8 * Traits::kBarriers + 4 * slot; }
 
   // One thread initializes; the caller's __syncthreads then publishes the barriers.
   __device__ void init() const {

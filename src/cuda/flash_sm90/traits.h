@@ -100,11 +100,12 @@ struct Traits {
   // dynamic walk's two item slots' full and empty barriers (s5); then those two slots' items (4 bytes each).
   static constexpr int kBarriers = 2 + 4 * kStages + 4;
   static constexpr int kTailBytes = 8 * kBarriers + 16;
+  // What an sm_90 block may opt in to: 227 KB of shared memory.
+  static constexpr int kMaxSmemAllocation = 232448;
   static constexpr bool kOwnOBuffer =
-      kVersion == 5 && kFixedBytes + kOStagedBytes + kTailBytes + 1024 <= 232448;
+      kVersion == 5 && kFixedBytes + kOStagedBytes + kTailBytes + 1024 <= kMaxSmemAllocation;
   static constexpr int kOOffset = kOwnOBuffer ? kFixedBytes : kQOffset;
   static constexpr int kBarrierOffset = kFixedBytes + (kOwnOBuffer ? kOStagedBytes : 0);
-  static constexpr int kWalkItemOffset = kBarrierOffset + 8 * kBarriers;
   static constexpr int kSmemBytes = kBarrierOffset + kTailBytes;
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
@@ -112,7 +113,7 @@ struct Traits {
   // s5 is built only where O fits apart (launch.h, version_built): its epilogue and Q release are tested that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "s5 stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
-  static_assert(kSmemAllocation <= 232448, "an sm_90 block may opt in to 227 KB of shared memory");
+  static_assert(kSmemAllocation <= kMaxSmemAllocation, "an sm_90 block may opt in to 227 KB of shared memory");
 };
 
 }  // namespace attnlab::cuda::sm90
