@@ -2,8 +2,8 @@
 // odd shapes (T = 1, S = 1, 113 × 203, 1023 × 1024, 4224 × 4224; head dim 128, most of them at 64, 96, 192, 256
 // and 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
 // stream; sliding windows, GQA/MQA, per-batch sequence lengths (host and device, NaN in the padding), softcap,
-// shapes drawn at random through one context; each kernel version (s1 … s5) by index, s5's counter in a caller
-// workspace; path flash choosing between
+// shapes drawn at random through one context; query heads packed into one block (GQA/MQA at small T); each kernel
+// version (s1 … s5) by index, s5's counter in a caller workspace; path flash choosing between
 // the two families; and its refusals. The harness poisons every output, draws
 // fresh inputs and checks for NaN. Skips visibly without a GPU of compute capability 9.0 (the kernels are sm_90a
 // code).
@@ -236,6 +236,42 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
     empty_rows.mask.causal = true;
     empty_rows.mask.align = attnlab::MaskAlign::bottom_right;  // rows below 1300 see no key
     check_forward(empty_rows, rng);
+  }
+}
+
+// Query heads packed into one block (GQA/MQA at T ≤ 64: src/cuda/flash_sm90/query_packing.h): groups of 2, 3, 4, 8
+// and 32 (MQA), T = 1 … 64 against S = 1 … 517, without a mask and causal bottom-right (decode-shaped: each query
+// sees the keys up to its own position from the end), LSE; per-batch lengths with NaN padding; at head dim 128,
+// and one shape at every head dim.
+TEST_P(GpuFlashSm90, PackedQueryHeads) {
+  ATTNLAB_TEST_RNG(rng);
+  struct Shape {
+    std::int64_t T, S, N, K;
+  };
+  const Shape shapes[] = {{1, 517, 8, 4}, {7, 300, 6, 2}, {33, 129, 16, 4}, {64, 64, 16, 2}, {5, 200, 32, 1},
+                          {1, 1, 4, 2}};
+  for (const Shape& s : shapes) {
+    Case c = sm90_case(dtype());
+    c.context = &version_context(version());
+    c.B = 2, c.T = s.T, c.S = s.S, c.N = s.N, c.K = s.K;
+    SCOPED_TRACE("T " + std::to_string(s.T) + " S " + std::to_string(s.S) + " heads " + std::to_string(s.N) + "/" +
+                 std::to_string(s.K));
+    check_forward(c, rng);
+    c.mask.causal = true;
+    c.mask.align = attnlab::MaskAlign::bottom_right;
+    check_forward(c, rng);
+  }
+  for (const Heads heads : kEveryHeads) {
+    Case c = sm90_case(dtype(), heads);
+    c.context = &version_context(version());
+    c.B = 3, c.T = 40, c.S = 333, c.N = 12, c.K = 4;
+    c.q_lens = {40, 17, 0};
+    c.kv_lens = {333, 20, 100};
+    c.nan_padding = true;
+    c.mask.causal = true;
+    c.mask.align = attnlab::MaskAlign::bottom_right;
+    SCOPED_TRACE("head dims " + heads_name(heads));
+    if (runs_or_is_refused(c, version())) check_forward(c, rng);
   }
 }
 

@@ -62,6 +62,26 @@ __device__ __forceinline__ void copy_rows_out(const flash::FlashParams& p, const
   }
 }
 
+// Packed query heads (query_packing.h): the staged rows are head-major, row r being head w.head + r / pack_rows at
+// position w.m0 + r % pack_rows; the warpgroup copies each of its rows inside the tensor to where that head and
+// position live in O, 16 bytes per thread and step.
+template <class Traits>
+__device__ __forceinline__ void copy_packed_heads_out(const KernelParams& kp, const unsigned char* smem_generic,
+                                                      const BlockWork& w, int local0) {
+  using Element = typename Traits::Element;
+  const flash::FlashParams& p = kp.p;
+  constexpr int kChunks = Traits::kHeadV / 8;  // 16-byte pieces of a row
+  for (int i = int(threadIdx.x) % 128; i < Traits::kRowsPerConsumer * kChunks; i += 128) {
+    const int local = local0 + i / kChunks, col = 8 * (i % kChunks);
+    const int t = w.m0 + local % kp.pack_rows, head = w.head + local / kp.pack_rows;
+    if (local >= kp.pack_heads * kp.pack_rows || t >= p.T) continue;
+    const uint4 piece = *reinterpret_cast<const uint4*>(smem_generic + swizzled_offset<Traits>(local, col));
+    Element* out = static_cast<Element*>(p.o) + std::int64_t(w.batch) * p.o_stride_b +
+                   std::int64_t(t) * p.o_stride_t + std::int64_t(head) * p.o_stride_n + col;
+    *reinterpret_cast<uint4*>(out) = piece;
+  }
+}
+
 // Where O is staged in Q's shared memory, Q's memory is free for the CTA's next block once this store has read it:
 // `q_empty` gets this warpgroup's arrival then. In a buffer of its own (Traits::kOwnOBuffer) the store is waited
 // for only when the next block's O is about to be staged (or at the CTA's end: finish_output_stores), and Q's
@@ -75,7 +95,6 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
   using Element = typename Traits::Element;
   const flash::FlashParams& p = kp.p;
   const int local0 = consumer * Traits::kRowsPerConsumer;  // this warpgroup's first row in the block
-  const float* sink = kp.sinks != nullptr ? kp.sinks + std::int64_t(w.head) * kp.sinks_stride : nullptr;
   const bool packed = kp.packed.cu_q != nullptr;
   unsigned char* staged = smem_generic + Traits::kOOffset;
   if constexpr (Traits::kOwnOBuffer) {
@@ -87,8 +106,11 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int local = local0 + 16 * warp + (lane >> 2) + 8 * h;
-    const int row = w.m0 + local;
-    const RowNorm norm = row_norm(softmax.row_max[h], softmax.total(h), row < w.q_len, sink);
+    // The row's position and head (head-major rows with packed query heads: query_packing.h).
+    const bool in_block = local < kp.pack_heads * kp.pack_rows;
+    const int row = w.m0 + local % kp.pack_rows, head = w.head + local / kp.pack_rows;
+    const float* sink = kp.sinks != nullptr ? kp.sinks + std::int64_t(head) * kp.sinks_stride : nullptr;
+    const RowNorm norm = row_norm(softmax.row_max[h], softmax.total(h), in_block && row < w.q_len, sink);
 #pragma unroll
     for (int j = 0; j < Traits::kORegs / 4; ++j) {
       const int col = 8 * j + 2 * (lane & 3);
@@ -96,13 +118,21 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
           norm.scale != 0.0f ? ptx::pack2<Element>(o[4 * j + 2 * h] * norm.scale, o[4 * j + 2 * h + 1] * norm.scale)
                              : 0u;
     }
-    if (p.lse != nullptr && (lane & 3) == 0 && row < (packed ? w.q_len : p.T))
-      p.lse[w.batch * p.lse_stride_b + w.head * p.lse_stride_n + std::int64_t(w.q_row0 + row) * p.lse_stride_t] =
+    if (p.lse != nullptr && (lane & 3) == 0 && in_block && row < (packed ? w.q_len : p.T))
+      p.lse[w.batch * p.lse_stride_b + head * p.lse_stride_n + std::int64_t(w.q_row0 + row) * p.lse_stride_t] =
           norm.lse;
   }
   // Every thread's writes must be visible to the TMA unit (or to the warpgroup's other threads) before the store.
   ptx::fence_proxy_async();
   ptx::named_barrier_sync(1 + consumer, 128);
+  if (kp.pack_heads > 1) {  // uniform: the call's packing
+    copy_packed_heads_out<Traits>(kp, staged, w, local0);
+    if constexpr (!Traits::kOwnOBuffer) {
+      ptx::named_barrier_sync(1 + consumer, 128);  // every read of the staged tile is done
+      if (warp == 0 && lane == 0) ptx::arrive(q_empty);
+    }
+    return;
+  }
   const int rows = w.q_len - (w.m0 + local0);  // this warpgroup's rows inside the sequence (uniform)
   if (packed && rows < Traits::kRowsPerConsumer) {
     copy_rows_out<Traits>(p, staged, w, local0, rows);

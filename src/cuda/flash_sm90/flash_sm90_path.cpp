@@ -19,6 +19,7 @@
 #include "cuda/flash/make_params.h"
 #include "cuda/flash_sm90/call_rules.h"
 #include "cuda/flash_sm90/launch.h"
+#include "cuda/flash_sm90/query_packing.h"
 #include "cuda/flash_sm90/tensor_maps.h"
 
 namespace attnlab::cuda {
@@ -33,11 +34,6 @@ int call_version(const core::Problem& p, bool packed) {
                                             : default_version(int(p.dims.Hqk), int(p.dims.Hv), packed);
   return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
 }
-
-namespace {
-// Blocks of 128 query rows over every head and batch: the grid of a non-persistent launch (launch.cuh).
-long long block_count(const core::Problem& p) { return (p.dims.T + kBlockM - 1) / kBlockM * p.dims.N * p.dims.B; }
-}  // namespace
 
 std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
   if (p.direction == core::Direction::backward)
@@ -61,7 +57,8 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("bias and boolean masks run on path=flash-sm80 (path=flash chooses it)");
   if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
   if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
-  if (block_count(p) >= (std::int64_t(1) << 31))
+  // Packing query heads (query_packing.h) only ever shrinks the grid, so the rule is stated for 128-row blocks.
+  if (block_count(p, QueryPacking{}) >= (std::int64_t(1) << 31))
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
@@ -87,8 +84,8 @@ struct ScratchLayout {
 ScratchLayout scratch_layout(const core::Problem& p, int version) {
   ScratchLayout s;
   s.counter_offset = (seqlens_scratch_bytes(p) + 15) / 16 * 16;
-  s.counter =
-      version == 5 && dynamic_walk_needs_counter(block_count(p), device_properties(p.device_index).sm_count);
+  const long long blocks = block_count(p, query_packing(p, /*packed_sequences=*/false));
+  s.counter = version == 5 && dynamic_walk_needs_counter(blocks, device_properties(p.device_index).sm_count);
   s.bytes = s.counter_offset + (s.counter ? 16 : 0);
   return s;
 }
@@ -121,6 +118,7 @@ class FlashSm90Path final : public core::Path {
       if (auto why = scratch_refusal(ctx, p, layout.bytes, stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
+    apply_query_packing(query_packing(p, /*packed_sequences=*/false), params);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {

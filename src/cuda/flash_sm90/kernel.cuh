@@ -40,21 +40,20 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     if constexpr (Traits::kDynamicWalk) {
       // The list's size and shape are recomputed from the parameters (constant bank) where they are used: the
       // producer runs on few registers (traits.h, kProducerRegisters).
-      using Walk = TileWalk<Traits::kBlockM>;
       std::uint32_t step0 = 0, i = 0;
       for (unsigned item = blockIdx.x;; ++i) {
         DynamicWalk::publish(pipe, i, item);
-        if (item >= Walk::count(p)) break;
-        const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, Walk::m_blocks(p)));
+        if (item >= TileWalk::count(kp)) break;
+        const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, TileWalk::m_blocks(kp)));
         produce<Traits>(kp, pipe, smem, w, BlockSchedule{step0, i & 1u, i == 0, false});
         step0 += std::uint32_t(w.tiles());
-        item = DynamicWalk::next(kp.tile_counter, Walk::count(p));
+        item = DynamicWalk::next(kp.tile_counter, TileWalk::count(kp));
       }
     } else if constexpr (Traits::kPersistent) {
       std::uint32_t step0 = 0, i = 0;
-      for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance(), ++i) {
-        const BlockWork w = block_work<Traits>(kp, walk.coord(p));
-        produce<Traits>(kp, pipe, smem, w, BlockSchedule{step0, i & 1u, i == 0, walk.last(p)});
+      for (TileWalk walk; !walk.done(kp); walk.advance(), ++i) {
+        const BlockWork w = block_work<Traits>(kp, walk.coord(kp));
+        produce<Traits>(kp, pipe, smem, w, BlockSchedule{step0, i & 1u, i == 0, walk.last(kp)});
         step0 += std::uint32_t(w.tiles());
       }
     } else {
@@ -75,12 +74,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     store_output<Traits>(kp, smem, pipe.q_empty(), smem_generic, w, consumer, warp, lane, o, softmax);
   };
   if constexpr (Traits::kDynamicWalk) {
-    using Walk = TileWalk<Traits::kBlockM>;
     std::uint32_t step0 = 0;
     for (std::uint32_t i = 0;; ++i) {
       const unsigned item = DynamicWalk::take(pipe, i, lane);
-      if (item >= Walk::count(p)) break;
-      const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, Walk::m_blocks(p)));
+      if (item >= TileWalk::count(kp)) break;
+      const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, TileWalk::m_blocks(kp)));
       const BlockSchedule at{step0, i & 1u, i == 0, false};
       step0 += std::uint32_t(w.tiles());
       run_block(w, at);
@@ -91,9 +89,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     // Only the walk's position, the block count and the pipeline step stay live across a block (the schedule's
     // other fields follow from them): at head dim 256 O leaves the consumers no register to spare.
     std::uint32_t step0 = 0, i = 0;
-    for (TileWalk<Traits::kBlockM> walk; !walk.done(p); walk.advance(), ++i) {
-      const BlockWork w = block_work<Traits>(kp, walk.coord(p));
-      const BlockSchedule at{step0, i & 1u, i == 0, walk.last(p)};
+    for (TileWalk walk; !walk.done(kp); walk.advance(), ++i) {
+      const BlockWork w = block_work<Traits>(kp, walk.coord(kp));
+      const BlockSchedule at{step0, i & 1u, i == 0, walk.last(kp)};
       step0 += std::uint32_t(w.tiles());
       run_block(w, at);
     }

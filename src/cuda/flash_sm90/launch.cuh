@@ -27,7 +27,9 @@ void launch_forward(const KernelParams& params, int device, cudaStream_t stream)
     opted_in.fetch_or(bit, std::memory_order_acq_rel);
   }
   const flash::FlashParams& p = params.p;
-  dim3 grid((p.T + T::kBlockM - 1) / T::kBlockM, p.N, p.B);
+  // Position blocks of kBlockM rows (or of the packed heads' pack_rows positions: query_packing.h), heads (packed
+  // heads), batches.
+  dim3 grid((p.T + params.pack_rows - 1) / params.pack_rows, p.N, p.B);
   if constexpr (T::kPersistent) {
     // A 1-D grid of one CTA per SM (a CTA fills an SM's shared memory), none idle: at most one per block. s5
     // without its counter: one CTA per block (launch.h, dynamic_walk_needs_counter).

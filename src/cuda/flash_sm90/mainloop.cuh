@@ -45,7 +45,9 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   const int tiles = w.tiles();
   if (tiles > 0) load_k(w.tile_begin, at.step0);
   ptx::wait(pipe.q_empty(), at.q_phase ^ 1u);
-  ptx::arrive_expect_bytes(pipe.q_full(), Traits::kQBytes);
+  // kBlockM rows, or the packed heads' rows (query_packing.h), of each column slice.
+  ptx::arrive_expect_bytes(pipe.q_full(),
+                           std::uint32_t(kp.pack_heads * kp.pack_rows) * Traits::kRowBytes * Traits::kQKSlices);
 #pragma unroll
   for (int h = 0; h < Traits::kQKSlices; ++h)
     ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQSliceBytes, &kp.q, pipe.q_full(), Traits::kSliceCols * h,
@@ -116,9 +118,15 @@ __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uin
   ConsumerSetup<Traits> c;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = w.m0 + consumer * Traits::kRowsPerConsumer + 16 * warp + (lane >> 2) + 8 * h;
-    const core::KeyRange r = core::visible_keys(p.mask, row, w.q_len, w.kv_len);
-    c.visible[h] = {int(r.begin), int(r.end)};
+    // The row's query position: with packed query heads (query_packing.h) rows are head-major, and rows past the
+    // packed heads' (kBlockM / heads · heads of them) see no key.
+    const int local = consumer * Traits::kRowsPerConsumer + 16 * warp + (lane >> 2) + 8 * h;
+    if (local < kp.pack_heads * kp.pack_rows) {
+      const core::KeyRange r = core::visible_keys(p.mask, w.m0 + local % kp.pack_rows, w.q_len, w.kv_len);
+      c.visible[h] = {int(r.begin), int(r.end)};
+    } else {
+      c.visible[h] = {0, 0};
+    }
   }
   c.mma.q_base = smem + Traits::kQOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
   c.scale_log2 = p.scale * 1.4426950408889634f;

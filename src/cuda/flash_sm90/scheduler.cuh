@@ -29,8 +29,10 @@ template <class Traits>
 __device__ __forceinline__ BlockWork block_work(const KernelParams& kp, const flash::BlockCoord& c) {
   const flash::FlashParams& p = kp.p;
   BlockWork w{};
-  w.m0 = c.m_block * Traits::kBlockM;
-  w.head = c.head;
+  // With packed query heads (query_packing.h) a block holds positions [m0, m0 + pack_rows) of the pack_heads
+  // query heads from `head` on, all of KV head c.head (p.N and p.group count packed heads then).
+  w.m0 = c.m_block * kp.pack_rows;
+  w.head = c.head * kp.pack_heads;
   w.batch = c.batch;
   w.kv_head = c.head / p.group;
   if (kp.packed.cu_q != nullptr) {
@@ -45,7 +47,7 @@ __device__ __forceinline__ BlockWork block_work(const KernelParams& kp, const fl
     w.q_row0 = w.kv_row0 = 0;
     w.map_batch = c.batch;
   }
-  const int valid_rows = min(Traits::kBlockM, w.q_len - w.m0);
+  const int valid_rows = min(kp.pack_rows, w.q_len - w.m0);
   const flash::BlockKeys keys =
       valid_rows > 0 ? flash::block_keys(p.mask, w.m0, w.m0 + valid_rows - 1, w.q_len, w.kv_len) : flash::BlockKeys{};
   if (valid_rows > 0 && !keys.empty()) {
@@ -57,21 +59,23 @@ __device__ __forceinline__ BlockWork block_work(const KernelParams& kp, const fl
   return w;
 }
 
-// The blocks of one persistent CTA: items blockIdx.x, blockIdx.x + gridDim.x, … of the m_blocks · N · B list.
-// Only the position lives in a register (the list's size is recomputed from the kernel's parameters, which sit in
-// the constant bank): at head dim 256 the consumers have no register to spare.
-template <int kBlockM>
+// The blocks of one persistent CTA: items blockIdx.x, blockIdx.x + gridDim.x, … of the m_blocks · N · B list
+// (position blocks of pack_rows rows: kBlockM, or fewer with packed query heads). Only the position lives in a
+// register (the list's size is recomputed from the kernel's parameters, which sit in the constant bank): at head
+// dim 256 the consumers have no register to spare.
 struct TileWalk {
   unsigned next = blockIdx.x;
-  static __device__ unsigned m_blocks(const flash::FlashParams& p) { return unsigned((p.T + kBlockM - 1) / kBlockM); }
-  static __device__ unsigned count(const flash::FlashParams& p) {
-    return m_blocks(p) * unsigned(p.N) * unsigned(p.B);
+  static __device__ unsigned m_blocks(const KernelParams& kp) {
+    return unsigned((kp.p.T + kp.pack_rows - 1) / kp.pack_rows);
   }
-  __device__ bool done(const flash::FlashParams& p) const { return next >= count(p); }
+  static __device__ unsigned count(const KernelParams& kp) {
+    return m_blocks(kp) * unsigned(kp.p.N) * unsigned(kp.p.B);
+  }
+  __device__ bool done(const KernelParams& kp) const { return next >= count(kp); }
   // Whether the current item is this CTA's last.
-  __device__ bool last(const flash::FlashParams& p) const { return next + gridDim.x >= count(p); }
-  __device__ flash::BlockCoord coord(const flash::FlashParams& p) const {
-    return flash::coord_of(p, next, m_blocks(p));
+  __device__ bool last(const KernelParams& kp) const { return next + gridDim.x >= count(kp); }
+  __device__ flash::BlockCoord coord(const KernelParams& kp) const {
+    return flash::coord_of(kp.p, next, m_blocks(kp));
   }
   __device__ void advance() { next += gridDim.x; }
 };

@@ -56,8 +56,9 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return fn;
 }
 
-// Boxes of `row_bytes` (one swizzled row: 64 or 32 elements) × `box_rows`, in the swizzle of that width.
-CUtensorMap encode(const char* name, const TensorView& t, int box_rows, int row_bytes) {
+// Boxes of `row_bytes` (one swizzled row: 64 or 32 elements) × `box_rows` × `box_heads`, in the swizzle of that
+// width.
+CUtensorMap encode(const char* name, const TensorView& t, int box_rows, int row_bytes, int box_heads = 1) {
   CUtensorMap map;
   const CUtensorMapDataType type =
       t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -65,7 +66,7 @@ CUtensorMap encode(const char* name, const TensorView& t, int box_rows, int row_
                               cuuint64_t(t.shape[0])};
   const std::array<std::uint64_t, 3> s = byte_strides(t);
   const cuuint64_t strides[3] = {s[0], s[1], s[2]};
-  const cuuint32_t box[4] = {cuuint32_t(row_bytes / 2), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t box[4] = {cuuint32_t(row_bytes / 2), cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   const PFN_cuTensorMapEncodeTiled_v12000 encode_tiled = encoder();
   if (encode_tiled == nullptr)
@@ -101,11 +102,12 @@ std::optional<std::string> tensor_map_rule(const core::Problem& p) {
 }
 
 void build_tensor_maps(const core::Problem& p, int version, KernelParams& params) {
-  // Boxes: a block's 128 query rows, a key tile's rows, a consumer warpgroup's 64 output rows (traits.h).
-  // Each map's boxes are one column slice wide, in the instance's swizzle (traits.h, swizzle_row_bytes).
+  // Boxes: a block's 128 query rows (or its packed heads' positions: query_packing.h), a key tile's rows, a
+  // consumer warpgroup's 64 output rows (traits.h). Each map's boxes are one column slice wide, in the instance's
+  // swizzle (traits.h, swizzle_row_bytes).
   const int key_rows = key_tile_rows(int(p.dims.Hqk), version);
   const int row_bytes = swizzle_row_bytes(int(p.dims.Hqk));
-  params.q = encode("q", p.q, kBlockM, row_bytes);
+  params.q = encode("q", p.q, params.pack_rows, row_bytes, params.pack_heads);
   params.k = encode("k", p.k, key_rows, row_bytes);
   params.v = encode("v", p.v, key_rows, row_bytes);
   params.o = encode("o", p.o, kBlockM / 2, row_bytes);

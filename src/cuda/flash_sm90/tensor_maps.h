@@ -16,8 +16,9 @@ namespace attnlab::cuda::sm90 {
 // of 16 bytes below 2^40 bytes. nullopt when Q, K, V and O all qualify, else the rule they break.
 std::optional<std::string> tensor_map_rule(const core::Problem& p);
 
-// Fills params.q / k / v / o for kernel version `version` (its key tiles size K's and V's boxes); throws
-// Error(internal) if the driver refuses a map the rule accepted.
+// Fills params.q / k / v / o for kernel version `version` (its key tiles size K's and V's boxes) and the packing
+// already in params (apply_query_packing: Q's box); throws Error(internal) if the driver refuses a map the rule
+// accepted.
 void build_tensor_maps(const core::Problem& p, int version, KernelParams& params);
 
 }  // namespace attnlab::cuda::sm90

@@ -1,0 +1,31 @@
+// Packed query heads (GQA/MQA at small T): a block of the sm_90a kernel takes the g query heads that share one KV
+// head, ⌊128 / g⌋ query positions of each, instead of 128 positions of one head, so that a short query sequence
+// fills the block's rows and the g heads share one load of every K/V tile (FlashAttention-3's PackGQA). Q arrives
+// by the same 4-D tensor map with a box of (one column slice, ⌊128 / g⌋ positions, g heads, 1): the tile's rows are
+// head-major, row r being head first + r / rows at position m0 + r % rows. The kernel takes each row's position (its
+// mask) and head (LSE, sinks, where O goes) from its index; O leaves through the threads (epilogue.cuh).
+#pragma once
+
+#include "core/problem.h"
+#include "cuda/flash_sm90/params.h"
+
+namespace attnlab::cuda::sm90 {
+
+struct QueryPacking {
+  int heads = 1;    // query heads per block: 1, or the call's group (N / K)
+  int rows = 128;   // query positions per head and block (kBlockM / heads)
+};
+
+// The packing a padded call runs: every query head of a KV head when there are several (N / K ≥ 2, at most 128)
+// and the query sequence is short (T ≤ 64, where a block of one head would leave half its rows or more empty);
+// none otherwise, and never for a packed variable-length batch (its rows are sequences, not positions).
+QueryPacking query_packing(const core::Problem& p, bool packed_sequences);
+
+// Blocks of the call's grid under that packing: ⌈T / rows⌉ · (N / heads) · B.
+long long block_count(const core::Problem& p, const QueryPacking& q);
+
+// Writes the packing into the kernel's parameters: its fields, and the block list over (position block, KV head,
+// batch) — FlashParams' heads N / heads and group N / K / heads, one (batch, head) pair per L2 section.
+void apply_query_packing(const QueryPacking& q, KernelParams& params);
+
+}  // namespace attnlab::cuda::sm90
