@@ -239,34 +239,39 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
   }
 }
 
-// Query heads packed into one block (GQA/MQA at T ≤ 64: src/cuda/flash_sm90/query_packing.h): groups of 2, 3, 4, 8
-// and 32 (MQA), T = 1 … 64 against S = 1 … 517, without a mask and causal bottom-right (decode-shaped: each query
-// sees the keys up to its own position from the end), LSE; per-batch lengths with NaN padding; at head dim 128,
-// and one shape at every head dim.
+// Query heads packed into one block (GQA/MQA at T ≤ 64 with at least one packed block per SM:
+// src/cuda/flash_sm90/query_packing.h), so every shape here has ≥ 132 packed blocks: groups of 3 (126 of a block's
+// 128 rows used, a second position block starting at 42), 4, 8 (1024 blocks, several per persistent CTA) and 16
+// (MQA), T = 1 … 64 against S = 1 … 300; without a mask, causal of both alignments, a sliding window; LSE;
+// per-batch lengths with NaN padding at every head dim.
 TEST_P(GpuFlashSm90, PackedQueryHeads) {
   ATTNLAB_TEST_RNG(rng);
   struct Shape {
-    std::int64_t T, S, N, K;
+    std::int64_t B, T, S, N, K;
   };
-  const Shape shapes[] = {{1, 517, 8, 4}, {7, 300, 6, 2}, {33, 129, 16, 4}, {64, 64, 16, 2}, {5, 200, 32, 1},
-                          {1, 1, 4, 2}};
+  const Shape shapes[] = {{33, 1, 300, 32, 8}, {48, 7, 129, 24, 8}, {66, 64, 100, 6, 2},
+                          {32, 64, 64, 64, 8}, {132, 33, 20, 16, 1}, {136, 1, 1, 8, 4}};
   for (const Shape& s : shapes) {
     Case c = sm90_case(dtype());
     c.context = &version_context(version());
-    c.B = 2, c.T = s.T, c.S = s.S, c.N = s.N, c.K = s.K;
-    SCOPED_TRACE("T " + std::to_string(s.T) + " S " + std::to_string(s.S) + " heads " + std::to_string(s.N) + "/" +
-                 std::to_string(s.K));
+    c.B = s.B, c.T = s.T, c.S = s.S, c.N = s.N, c.K = s.K;
+    SCOPED_TRACE("B " + std::to_string(s.B) + " T " + std::to_string(s.T) + " S " + std::to_string(s.S) +
+                 " heads " + std::to_string(s.N) + "/" + std::to_string(s.K));
     check_forward(c, rng);
     c.mask.causal = true;
     c.mask.align = attnlab::MaskAlign::bottom_right;
+    check_forward(c, rng);
+    c.mask.align = attnlab::MaskAlign::top_left;
+    c.mask.window_left = 5;
     check_forward(c, rng);
   }
   for (const Heads heads : kEveryHeads) {
     Case c = sm90_case(dtype(), heads);
     c.context = &version_context(version());
-    c.B = 3, c.T = 40, c.S = 333, c.N = 12, c.K = 4;
-    c.q_lens = {40, 17, 0};
-    c.kv_lens = {333, 20, 100};
+    c.B = 36, c.T = 40, c.S = 133, c.N = 12, c.K = 4;  // g = 3: 36 · 4 packed blocks
+    c.q_lens.assign(36, 40);
+    c.kv_lens.assign(36, 133);
+    c.q_lens[1] = 17, c.q_lens[2] = 0, c.kv_lens[1] = 20, c.kv_lens[3] = 0;
     c.nan_padding = true;
     c.mask.causal = true;
     c.mask.align = attnlab::MaskAlign::bottom_right;

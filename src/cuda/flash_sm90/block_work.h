@@ -7,7 +7,8 @@
 
 namespace attnlab::cuda::sm90 {
 
-// Where a block works: its query rows [m0, m0 + kBlockM), head, batch, KV head, and its key tiles. Rows and keys
+// Where a block works: its query rows [m0, m0 + kBlockM) of head `head` (or positions [m0, m0 + pack_rows) of the
+// pack_heads query heads from `head` on: query_packing.h), batch, KV head, and its key tiles. Rows and keys
 // count from the sequence's start, which is row q_row0 of Q and O and row kv_row0 of K and V at batch index
 // map_batch of the tensor maps (0, 0, batch for a padded batch; the sequence's offsets, 0 for a packed one).
 struct BlockWork {

@@ -84,8 +84,9 @@ struct ScratchLayout {
 ScratchLayout scratch_layout(const core::Problem& p, int version) {
   ScratchLayout s;
   s.counter_offset = (seqlens_scratch_bytes(p) + 15) / 16 * 16;
-  const long long blocks = block_count(p, query_packing(p, /*packed_sequences=*/false));
-  s.counter = version == 5 && dynamic_walk_needs_counter(blocks, device_properties(p.device_index).sm_count);
+  const int sms = device_properties(p.device_index).sm_count;
+  const long long blocks = block_count(p, query_packing(p, /*packed_sequences=*/false, sms));
+  s.counter = version == 5 && dynamic_walk_needs_counter(blocks, sms);
   s.bytes = s.counter_offset + (s.counter ? 16 : 0);
   return s;
 }
@@ -118,7 +119,8 @@ class FlashSm90Path final : public core::Path {
       if (auto why = scratch_refusal(ctx, p, layout.bytes, stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    apply_query_packing(query_packing(p, /*packed_sequences=*/false), params);
+    apply_query_packing(query_packing(p, /*packed_sequences=*/false, device_properties(p.device_index).sm_count),
+                        params);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {

@@ -45,7 +45,8 @@ bool has_instance(DType dtype, int head_qk, int head_v);
 void launch_forward(DType dtype, int head_qk, int head_v, int version, const KernelParams& params, int device,
                     cudaStream_t stream);
 
-// Rows per block (the grid's x extent is ⌈T / kBlockM⌉).
+// Rows per block (the grid's x extent is ⌈T / kBlockM⌉, or ⌈T / pack_rows⌉ with packed query heads:
+// query_packing.h).
 constexpr int kBlockM = 128;
 
 // s5 on a device of `sms` SMs over `blocks` blocks: whether its CTAs walk several blocks each, and so need the

@@ -36,8 +36,8 @@ struct KernelParams {
   // count packed heads. 1 and kBlockM without packing.
   int pack_heads = 1, pack_rows = 128;
   // 4-D maps over (head dim, sequence, heads, batches), boxes of one swizzled row's columns (64 of 128 bytes, or
-  // 32 of 64 bytes at head dim 96: traits.h) × 128 rows for Q, a key tile's rows for K and V and 64 rows for O
-  // (one consumer warpgroup's rows).
+  // 32 of 64 bytes at head dim 96: traits.h) × 128 rows for Q (pack_rows positions × pack_heads heads with packed
+  // query heads), a key tile's rows for K and V and 64 rows for O (one consumer warpgroup's rows).
   CUtensorMap q, k, v, o;
 };
 

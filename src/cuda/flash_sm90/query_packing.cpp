@@ -5,10 +5,11 @@
 
 namespace attnlab::cuda::sm90 {
 
-QueryPacking query_packing(const core::Problem& p, bool packed_sequences) {
+QueryPacking query_packing(const core::Problem& p, bool packed_sequences, int sms) {
   const std::int64_t group = p.dims.K > 0 ? p.dims.N / p.dims.K : 1;
   if (packed_sequences || group < 2 || group > kBlockM || p.dims.T > 64) return {};
-  return {int(group), int(kBlockM / group)};
+  const QueryPacking packed{int(group), int(kBlockM / group)};
+  return block_count(p, packed) >= sms ? packed : QueryPacking{};
 }
 
 long long block_count(const core::Problem& p, const QueryPacking& q) {

@@ -16,10 +16,12 @@ struct QueryPacking {
   int rows = 128;   // query positions per head and block (kBlockM / heads)
 };
 
-// The packing a padded call runs: every query head of a KV head when there are several (N / K ≥ 2, at most 128)
-// and the query sequence is short (T ≤ 64, where a block of one head would leave half its rows or more empty);
-// none otherwise, and never for a packed variable-length batch (its rows are sequences, not positions).
-QueryPacking query_packing(const core::Problem& p, bool packed_sequences);
+// The packing a padded call runs on a GPU of `sms` SMs: every query head of a KV head when there are several
+// (N / K ≥ 2, at most 128), the query sequence is short (T ≤ 64, where a block of one head would leave half its
+// rows or more empty) and the packed blocks still fill the GPU (at least one per SM: fewer, larger blocks would
+// leave SMs idle, each streaming all of S — decode at small B·K belongs to the split-KV kernel); none otherwise, and
+// never for a packed variable-length batch (its rows are sequences, not positions).
+QueryPacking query_packing(const core::Problem& p, bool packed_sequences, int sms);
 
 // Blocks of the call's grid under that packing: ⌈T / rows⌉ · (N / heads) · B.
 long long block_count(const core::Problem& p, const QueryPacking& q);
