@@ -243,7 +243,7 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
 // src/cuda/flash_sm90/query_packing.h), so every shape here has ≥ 132 packed blocks: groups of 3 (126 of a block's
 // 128 rows used, a second position block starting at 42), 4, 8 (1024 blocks, several per persistent CTA) and 16
 // (MQA), T = 1 … 64 against S = 1 … 300; without a mask, causal of both alignments, a sliding window; LSE;
-// per-batch lengths with NaN padding at every head dim.
+// per-batch lengths with NaN padding at every head dim; packing forced on and off through the tuning.
 TEST_P(GpuFlashSm90, PackedQueryHeads) {
   ATTNLAB_TEST_RNG(rng);
   struct Shape {
@@ -263,6 +263,24 @@ TEST_P(GpuFlashSm90, PackedQueryHeads) {
     check_forward(c, rng);
     c.mask.align = attnlab::MaskAlign::top_left;
     c.mask.window_left = 5;
+    check_forward(c, rng);
+  }
+  // Tuning::flash_pack_query_heads: packing forced on where the rule leaves a call unpacked (4 packed blocks, a
+  // decode at small B·K), and off where the rule packs.
+  for (const int pack : {1, 0}) {
+    attnlab::Context forced;
+    attnlab::Tuning tuning = forced.tuning();
+    tuning.flash_config = version();
+    tuning.flash_pack_query_heads = pack;
+    forced.set_tuning(tuning);
+    const Shape s = pack == 1 ? Shape{2, 1, 300, 8, 2} : Shape{33, 3, 300, 32, 8};
+    Case c = sm90_case(dtype());
+    c.context = &forced;
+    c.B = s.B, c.T = s.T, c.S = s.S, c.N = s.N, c.K = s.K;
+    SCOPED_TRACE("packing forced " + std::string(pack == 1 ? "on" : "off"));
+    check_forward(c, rng);
+    c.mask.causal = true;
+    c.mask.align = attnlab::MaskAlign::bottom_right;
     check_forward(c, rng);
   }
   for (const Heads heads : kEveryHeads) {

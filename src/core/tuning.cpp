@@ -28,6 +28,7 @@ Tuning read_environment() {
   t.flash_smem_limit = non_negative("ATTNLAB_FLASH_SMEM_LIMIT", -1, std::numeric_limits<std::int64_t>::max());
   t.flash_config = int(non_negative("ATTNLAB_FLASH_CONFIG", -1, kIntMax));
   t.flash_section_heads = int(non_negative("ATTNLAB_FLASH_SECTION_HEADS", 0, kIntMax));
+  t.flash_pack_query_heads = int(non_negative("ATTNLAB_FLASH_PACK_QUERY_HEADS", -1, 1));
   t.split_kv_splits = int(non_negative("ATTNLAB_SPLIT_KV_SPLITS", 0, 128));
   return t;
 }

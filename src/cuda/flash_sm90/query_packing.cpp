@@ -9,7 +9,11 @@ QueryPacking query_packing(const core::Problem& p, bool packed_sequences, int sm
   const std::int64_t group = p.dims.K > 0 ? p.dims.N / p.dims.K : 1;
   if (packed_sequences || group < 2 || group > kBlockM || p.dims.T > 64) return {};
   const QueryPacking packed{int(group), int(kBlockM / group)};
-  return block_count(p, packed) >= sms ? packed : QueryPacking{};
+  switch (p.tuning->flash_pack_query_heads) {
+    case 0: return {};
+    case 1: return packed;
+    default: return block_count(p, packed) >= sms ? packed : QueryPacking{};
+  }
 }
 
 long long block_count(const core::Problem& p, const QueryPacking& q) {

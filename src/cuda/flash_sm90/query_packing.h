@@ -20,7 +20,8 @@ struct QueryPacking {
 // (N / K ≥ 2, at most 128), the query sequence is short (T ≤ 64, where a block of one head would leave half its
 // rows or more empty) and the packed blocks still fill the GPU (at least one per SM: fewer, larger blocks would
 // leave SMs idle, each streaming all of S — decode at small B·K belongs to the split-KV kernel); none otherwise, and
-// never for a packed variable-length batch (its rows are sequences, not positions).
+// never for a packed variable-length batch (its rows are sequences, not positions). Tuning::flash_pack_query_heads
+// turns it off (0) or on wherever the call allows it (1), whatever the block count, for measurements.
 QueryPacking query_packing(const core::Problem& p, bool packed_sequences, int sms);
 
 // Blocks of the call's grid under that packing: ⌈T / rows⌉ · (N / heads) · B.
