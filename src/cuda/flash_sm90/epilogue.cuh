@@ -11,6 +11,7 @@
 
 #include "cuda/flash_sm90/mainloop.cuh"
 #include "cuda/flash_sm90/params.h"
+#include "cuda/flash_sm90/pipeline.cuh"  // own_barrier
 #include "cuda/flash_sm90/ptx.cuh"
 #include "cuda/flash_sm90/softmax.cuh"
 
@@ -101,7 +102,7 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
     // The previous block's store (issued by this thread) must have read the rows before they are rewritten; the
     // warpgroup's threads that copied rows out (copy_rows_out) have passed this barrier after their reads too.
     if (warp == 0 && lane == 0) ptx::tma_store_wait_read();
-    ptx::named_barrier_sync(1 + consumer, 128);
+    ptx::named_barrier_sync(own_barrier(consumer), 128);
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -124,11 +125,11 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
   }
   // Every thread's writes must be visible to the TMA unit (or to the warpgroup's other threads) before the store.
   ptx::fence_proxy_async();
-  ptx::named_barrier_sync(1 + consumer, 128);
+  ptx::named_barrier_sync(own_barrier(consumer), 128);
   if (kp.pack_heads > 1) {  // uniform: the call's packing
     copy_packed_heads_out<Traits>(kp, staged, w, local0);
     if constexpr (!Traits::kOwnOBuffer) {
-      ptx::named_barrier_sync(1 + consumer, 128);  // every read of the staged tile is done
+      ptx::named_barrier_sync(own_barrier(consumer), 128);  // every read of the staged tile is done
       if (warp == 0 && lane == 0) ptx::arrive(q_empty);
     }
     return;
@@ -137,7 +138,7 @@ __device__ void store_output(const KernelParams& kp, std::uint32_t smem, std::ui
   if (packed && rows < Traits::kRowsPerConsumer) {
     copy_rows_out<Traits>(p, staged, w, local0, rows);
     if constexpr (!Traits::kOwnOBuffer) {
-      ptx::named_barrier_sync(1 + consumer, 128);  // every read of the staged tile is done
+      ptx::named_barrier_sync(own_barrier(consumer), 128);  // every read of the staged tile is done
       if (warp == 0 && lane == 0) ptx::arrive(q_empty);
     }
     return;

@@ -21,6 +21,7 @@
 #include "cuda/flash_sm90/launch.h"
 #include "cuda/flash_sm90/query_packing.h"
 #include "cuda/flash_sm90/tensor_maps.h"
+#include "cuda/flash_sm90/traits.h"
 
 namespace attnlab::cuda {
 namespace sm90 {
@@ -57,17 +58,19 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("bias and boolean masks run on path=flash-sm80 (path=flash chooses it)");
   if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
   if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
-  // Packing query heads (query_packing.h) only ever shrinks the grid, so the rule is stated for 128-row blocks.
-  if (block_count(p, QueryPacking{}) >= (std::int64_t(1) << 31))
+  // Packing query heads (query_packing.h) and s6's 192-row blocks only ever shrink the grid, so the rule is stated
+  // for 128-row blocks.
+  if (block_count(p, unpacked(128)) >= (std::int64_t(1) << 31))
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= kVersions || (p.tuning->flash_config >= 0 && p.tuning->flash_config < kFirstVersion))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                       "s4, 5 = s5; s0 was retired)",
+                       "s4, 5 = s5, 6 = s6; s0 was retired)",
                        p.tuning->flash_config);
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
-    return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} (it spilled registers there; s2, "
-                       "the default, runs them)",
-                       v, v, d.Hqk, d.Hv);
+    return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2, the default, runs them)",
+                       v, v, d.Hqk, d.Hv,
+                       v == 6 ? "its three consumer warpgroups are built at head dim 64 alone"
+                              : "it spilled registers there");
   return tensor_map_rule(p);
 }
 
@@ -85,8 +88,8 @@ ScratchLayout scratch_layout(const core::Problem& p, int version) {
   ScratchLayout s;
   s.counter_offset = (seqlens_scratch_bytes(p) + 15) / 16 * 16;
   const int sms = device_properties(p.device_index).sm_count;
-  const long long blocks = block_count(p, query_packing(p, /*packed_sequences=*/false, sms));
-  s.counter = version == 5 && dynamic_walk_needs_counter(blocks, sms);
+  const long long blocks = block_count(p, query_packing(p, version, /*packed_sequences=*/false, sms));
+  s.counter = walks_dynamically(version) && dynamic_walk_needs_counter(blocks, sms);
   s.bytes = s.counter_offset + (s.counter ? 16 : 0);
   return s;
 }
@@ -119,7 +122,7 @@ class FlashSm90Path final : public core::Path {
       if (auto why = scratch_refusal(ctx, p, layout.bytes, stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    apply_query_packing(query_packing(p, /*packed_sequences=*/false, device_properties(p.device_index).sm_count),
+    apply_query_packing(query_packing(p, v, /*packed_sequences=*/false, device_properties(p.device_index).sm_count),
                         params);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);

@@ -1,5 +1,5 @@
 // attnlab's sm_90a flash forward kernel: warp-specialized (one producer warpgroup issuing TMA, two consumer
-// warpgroups running wgmma and the softmax), K/V in a two-slot mbarrier pipeline, O out through shared memory and
+// warpgroups running wgmma and the softmax, three in s6), K/V in a two-slot mbarrier pipeline, O out through shared memory and
 // a TMA store; s3 and s5 persistent (one CTA per SM walking the blocks). Its parts: scheduler.cuh (which block),
 // pipeline.cuh (the slots), mainloop.cuh (both roles), softmax.cuh, epilogue.cuh; ptx.cuh and gmma.cuh have the
 // instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
       step0 += std::uint32_t(w.tiles());
       run_block(w, at);
     }
-    MmaTurns::drain(consumer);
+    MmaTurns<Traits::kConsumers>::drain(consumer);
     finish_output_stores<Traits>(warp, lane);
   } else if constexpr (Traits::kPersistent) {
     // Only the walk's position, the block count and the pipeline step stay live across a block (the schedule's

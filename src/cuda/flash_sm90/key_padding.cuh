@@ -3,19 +3,17 @@
 // harmless: those keys' scores are masked to −inf before the softmax reads them. For V it is not: P·V multiplies
 // each V row by its probability, and 0 · NaN = NaN. So before the P·V of the one tile that straddles kv_len (a
 // block's last: its key range ends at or before kv_len), consumer warpgroup 0 zeroes those rows in shared memory,
-// and both consumer warpgroups meet on a barrier before either issues that MMA.
+// and all consumer warpgroups meet on a barrier before any issues that MMA.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/flash_sm90/block_work.h"
 #include "cuda/flash_sm90/params.h"
+#include "cuda/flash_sm90/pipeline.cuh"  // kKeyPaddingBarrier
 #include "cuda/flash_sm90/ptx.cuh"
 
 namespace attnlab::cuda::sm90 {
-
-// Hardware barrier of the two consumer warpgroups here (1 and 2 are the epilogue's, 3 and 4 the ping-pong's).
-constexpr int kKeyPaddingBarrier = 5;
 
 // `v_tile`: the shared-memory V slot of the block's last key tile, whose bytes have landed. Uniform over the CTA:
 // every consumer thread calls it, and all of them return without a barrier when the tile has no padding row.
@@ -39,7 +37,7 @@ __device__ __forceinline__ void clear_keys_past_length(const KernelParams& kp, c
     // The zeros must be visible to the tensor cores' (async-proxy) reads of the slot.
     ptx::fence_proxy_async();
   }
-  ptx::named_barrier_sync(kKeyPaddingBarrier, 256);
+  ptx::named_barrier_sync(kKeyPaddingBarrier, 128 * Traits::kConsumers);
 }
 
 }  // namespace attnlab::cuda::sm90

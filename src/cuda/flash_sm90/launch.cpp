@@ -23,7 +23,13 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
 namespace {
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 6);
+  static_assert(kVersions == 7);
+  if (version == 6) {
+    if constexpr (version_built(kHeadQK, kHeadV, 6))
+      return launch_forward<Element, kHeadQK, kHeadV, 6>(params, device, stream);
+    core::fail(ErrorCode::internal, "flash-sm90: s6 is not built at head dims {}/{} (the path's rules rule it out)",
+               kHeadQK, kHeadV);
+  }
   if (version == 5) {
     if constexpr (version_built(kHeadQK, kHeadV, 5))
       return launch_forward<Element, kHeadQK, kHeadV, 5>(params, device, stream);

@@ -15,7 +15,6 @@ namespace attnlab::cuda::sm90 {
 template <class Element, int kHeadQK, int kHeadV, int kVersion>
 void launch_forward(const KernelParams& params, int device, cudaStream_t stream) {
   using T = Traits<Element, kHeadQK, kHeadV, kVersion>;
-  static_assert(T::kBlockM == kBlockM);
   auto kernel = forward_kernel<T>;
   // More than 48 KB of dynamic shared memory needs the function's opt-in, which is per device: set once per
   // device (a bit per device), not per call.
@@ -27,8 +26,8 @@ void launch_forward(const KernelParams& params, int device, cudaStream_t stream)
     opted_in.fetch_or(bit, std::memory_order_acq_rel);
   }
   const flash::FlashParams& p = params.p;
-  // Position blocks of kBlockM rows (or of the packed heads' pack_rows positions: query_packing.h), heads (packed
-  // heads), batches.
+  // Position blocks of pack_rows rows (the version's T::kBlockM, or the packed heads' positions: query_packing.h),
+  // heads (packed heads), batches.
   dim3 grid((p.T + params.pack_rows - 1) / params.pack_rows, p.N, p.B);
   if constexpr (T::kPersistent) {
     // A 1-D grid of one CTA per SM (a CTA fills an SM's shared memory), none idle: at most one per block. s5

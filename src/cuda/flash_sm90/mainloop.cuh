@@ -45,7 +45,8 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   const int tiles = w.tiles();
   if (tiles > 0) load_k(w.tile_begin, at.step0);
   ptx::wait(pipe.q_empty(), at.q_phase ^ 1u);
-  // kBlockM rows, or the packed heads' rows (query_packing.h), of each column slice.
+  // The block's rows (pack_rows: Traits::kBlockM), or the packed heads' rows (query_packing.h), of each column
+  // slice.
   ptx::arrive_expect_bytes(pipe.q_full(),
                            std::uint32_t(kp.pack_heads * kp.pack_rows) * Traits::kRowBytes * Traits::kQKSlices);
 #pragma unroll
@@ -180,11 +181,11 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
   }
 }
 
-// Versions s1–s5 (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
+// Versions s1–s6 (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
 // tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still
-// on the tensor cores; O is rescaled only after that P·V completes. Between the two consumer warpgroups, MmaTurns
-// makes them take turns issuing their GEMMs, so that one's softmax runs under the other's MMAs (ping-pong) instead
-// of both competing at once.
+// on the tensor cores; O is rescaled only after that P·V completes. Between the consumer warpgroups, MmaTurns
+// makes them take turns issuing their GEMMs, so that one's softmax runs under another's MMAs (ping-pong) instead
+// of all competing at once.
 template <class Traits>
 __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
                                    const BlockWork& w, const BlockSchedule& at, int consumer, int warp, int lane,
@@ -192,10 +193,10 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
   using Element = typename Traits::Element;
   const ConsumerSetup<Traits> c = consumer_setup<Traits>(kp, smem, w, consumer, warp, lane);
   const int tiles = w.tiles();
-  const MmaTurns turns{consumer, tiles > 0 ? tiles + 1 : 1, at.first_block, at.last_block};
+  const MmaTurns<Traits::kConsumers> turns{consumer, tiles > 0 ? tiles + 1 : 1, at.first_block, at.last_block};
   turns.start();
   if (tiles == 0) {
-    // No key to see: one empty turn keeps the two warpgroups' sequence of turns in step (a persistent CTA's next
+    // No key to see: one empty turn keeps the warpgroups' sequence of turns in step (a persistent CTA's next
     // block continues it), and O's staging overwrites Q, so the load must have landed.
     turns.begin(0);
     turns.end(0);

@@ -33,7 +33,7 @@ struct KernelParams {
   // the stream before the launch, when the grid has fewer CTAs than blocks; null gives a grid of one CTA per block.
   std::int32_t* tile_counter = nullptr;
   // Packed query heads (query_packing.h): query heads per block and positions per head; p.N and p.group then
-  // count packed heads. 1 and kBlockM without packing.
+  // count packed heads. 1 and the version's block rows (traits.h, query_block_rows) without packing.
   int pack_heads = 1, pack_rows = 128;
   // 4-D maps over (head dim, sequence, heads, batches), boxes of one swizzled row's columns (64 of 128 bytes, or
   // 32 of 64 bytes at head dim 96: traits.h) × 128 rows for Q (pack_rows positions × pack_heads heads with packed

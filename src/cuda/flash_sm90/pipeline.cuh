@@ -84,24 +84,36 @@ struct Pipeline {
   }
 };
 
-// Ping-pong between the two consumer warpgroups (versions s1–s5): each issues its GEMMs of a turn only after the
-// other has issued its own of the previous turn, on hardware barriers 3 and 4 (1 and 2 are the epilogue's).
-// Consumer 0 goes first. Both take `count` turns per block; a persistent CTA's blocks continue one sequence of
-// turns, so only its first block starts it, and only the last turn of its last block (`last_block`) has no
-// successor: consumer 1 then arrives nowhere. A CTA that learns only after a block that it was its last (s5's
-// dynamic walk) runs every block with last_block false and ends with drain(): consumer 0 takes consumer 1's
-// final arrival.
+// Hardware (named) barriers of the consumer warpgroups, for every version: 1 + c is consumer c's own (the
+// epilogue's, 128 threads), kTurnBarrier0 + c its turn (MmaTurns), kKeyPaddingBarrier all consumers'
+// (key_padding.cuh). 0 is __syncthreads'. Numbered for up to three consumers.
+constexpr int kMaxConsumers = 3;
+__device__ __forceinline__ int own_barrier(int consumer) { return 1 + consumer; }
+constexpr int kTurnBarrier0 = 1 + kMaxConsumers;
+constexpr int kKeyPaddingBarrier = 1 + 2 * kMaxConsumers;
+
+// Ping-pong between the consumer warpgroups (versions s1–s6), a ring of two (three in s6): each issues its GEMMs
+// of a turn only after the one before it has issued its own, consumer c waiting on its turn barrier and arriving on
+// c + 1's (the last consumer on 0's), 256 threads each: the waiting warpgroup and the arriving one. Consumer 0
+// goes first: the last consumer's first arrival, as if it had ended turn −1, starts it. All take `count` turns per
+// block; a persistent CTA's blocks continue one sequence of turns, so only its first block starts it, and only the
+// last turn of its last block (`last_block`) has no successor: the last consumer then arrives nowhere. A CTA that
+// learns only after a block that it was its last (s5's dynamic walk) runs every block with last_block
+// false and ends with drain(): consumer 0 takes the last consumer's final arrival.
+template <int kConsumers>
 struct MmaTurns {
+  static_assert(kConsumers >= 2 && kConsumers <= kMaxConsumers);
   int consumer;
   int count;
   bool first_block = true, last_block = true;
-  static __device__ int barrier(int g) { return 3 + g; }
+  static __device__ int barrier(int c) { return kTurnBarrier0 + c; }
   __device__ void start() const {
-    if (first_block && consumer == 1) ptx::named_barrier_arrive(barrier(0), 256);
+    if (first_block && consumer == kConsumers - 1) ptx::named_barrier_arrive(barrier(0), 256);
   }
   __device__ void begin(int) const { ptx::named_barrier_sync(barrier(consumer), 256); }
   __device__ void end(int turn) const {
-    if (!(last_block && consumer == 1 && turn == count - 1)) ptx::named_barrier_arrive(barrier(1 - consumer), 256);
+    if (last_block && consumer == kConsumers - 1 && turn == count - 1) return;
+    ptx::named_barrier_arrive(barrier(consumer + 1 < kConsumers ? consumer + 1 : 0), 256);
   }
   static __device__ void drain(int consumer) {
     if (consumer == 0) ptx::named_barrier_sync(barrier(0), 256);

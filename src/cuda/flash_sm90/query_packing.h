@@ -1,7 +1,8 @@
 // Packed query heads (GQA/MQA at small T): a block of the sm_90a kernel takes the g query heads that share one KV
-// head, ⌊128 / g⌋ query positions of each, instead of 128 positions of one head, so that a short query sequence
-// fills the block's rows and the g heads share one load of every K/V tile (FlashAttention-3's PackGQA). Q arrives
-// by the same 4-D tensor map with a box of (one column slice, ⌊128 / g⌋ positions, g heads, 1): the tile's rows are
+// head, ⌊M / g⌋ query positions of each, instead of M positions of one head (M: the version's block rows, 128 or
+// 192: traits.h, query_block_rows), so that a short query sequence fills the block's rows and the g heads share one
+// load of every K/V tile (FlashAttention-3's PackGQA). Q arrives by the same 4-D tensor map with a box of (one
+// column slice, ⌊M / g⌋ positions, g heads, 1): the tile's rows are
 // head-major, row r being head first + r / rows at position m0 + r % rows. The kernel takes each row's position (its
 // mask) and head (LSE, sinks, where O goes) from its index; O leaves through the threads (epilogue.cuh).
 #pragma once
@@ -12,17 +13,20 @@
 namespace attnlab::cuda::sm90 {
 
 struct QueryPacking {
-  int heads = 1;    // query heads per block: 1, or the call's group (N / K)
-  int rows = 128;   // query positions per head and block (kBlockM / heads)
+  int heads;  // query heads per block: 1, or the call's group (N / K)
+  int rows;   // query positions per head and block (the block's rows / heads)
 };
 
+// No packing: one head's `block_rows` positions per block.
+constexpr QueryPacking unpacked(int block_rows) { return {1, block_rows}; }
+
 // The packing a padded call runs on a GPU of `sms` SMs: every query head of a KV head when there are several
-// (N / K ≥ 2, at most 128), the query sequence is short (T ≤ 64, where a block of one head would leave half its
+// (N / K ≥ 2, at most the block's rows), the query sequence is short (T ≤ 64, where a block of one head would leave half its
 // rows or more empty) and the packed blocks still fill the GPU (at least one per SM: fewer, larger blocks would
 // leave SMs idle, each streaming all of S — decode at small B·K belongs to the split-KV kernel); none otherwise, and
 // never for a packed variable-length batch (its rows are sequences, not positions). Tuning::flash_pack_query_heads
 // turns it off (0) or on wherever the call allows it (1), whatever the block count, for measurements.
-QueryPacking query_packing(const core::Problem& p, bool packed_sequences, int sms);
+QueryPacking query_packing(const core::Problem& p, int version, bool packed_sequences, int sms);
 
 // Blocks of the call's grid under that packing: ⌈T / rows⌉ · (N / heads) · B.
 long long block_count(const core::Problem& p, const QueryPacking& q);

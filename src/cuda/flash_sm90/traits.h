@@ -25,6 +25,19 @@ constexpr int key_tile_rows(int head_qk, int version) {
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5. Plain C++: the
+// host side places the counter in the call's scratch for it.
+constexpr bool walks_dynamically(int version) { return version == 5; }
+
+// Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
+constexpr int kConsumerRows = 64;
+
+// Query rows per block at a kernel version: 128 (two consumer warpgroups), except s6's 192 (three; built at head
+// dim 64 alone, where the softmax's share of a tile is largest and 64 + 32 + 32 registers of S, P and O leave room
+// for a third warpgroup: FlashAttention-3's choice there). Plain C++: the host side sizes the grid and Q's TMA box
+// with it.
+constexpr int query_block_rows(int version) { return version == 6 ? 192 : 128; }
+
 // The version whose instance a call of `version` runs: s4 differs from s2 only where its key tiles do, so at the
 // other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dim 128 alone).
 constexpr int compiled_version(int head_dim, int version) {
@@ -34,17 +47,18 @@ constexpr int compiled_version(int head_dim, int version) {
 // kVersionIndex: 1 = s1 (the next Q·Kᵀ issued with this tile's P·V, and ping-pong between the consumer
 // warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
 // only), 3 = s3 (s2 in persistent CTAs walking a static list), 4 = s4 (s2 with 176-key tiles at head dim 128),
-// 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits);
+// 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits),
+// 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block);
 // docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kVersion >= 1 && kVersion <= 5, "kernel versions s1 … s5");
-  static constexpr bool kPersistent = kVersion == 3 || kVersion == 5;
+  static_assert(kVersion >= 1 && kVersion <= 6, "kernel versions s1 … s6");
+  static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
   // s5: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one at a
   // time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
-  static constexpr bool kDynamicWalk = kVersion == 5;
+  static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -52,12 +66,14 @@ struct Traits {
   // Hv ≤ Hqk: O is staged in Q's shared memory.
   static constexpr int kHeadQK = kHeadQKDim;
   static constexpr int kHeadV = kHeadVDim;
-  // A block owns 128 query rows: two consumer warpgroups of 64 rows each (wgmma's M), one K/V tile of kBlockN keys
-  // per step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
-  static constexpr int kBlockM = 128;
+  // A block owns 128 query rows (192 in s6): a consumer warpgroup per 64 rows (wgmma's M), one K/V tile of kBlockN
+  // keys per step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
+  static constexpr int kBlockM = query_block_rows(kVersion);
   static constexpr int kBlockN = key_tile_rows(kHeadQKDim, kVersion);
-  static constexpr int kConsumers = 2;
-  static constexpr int kRowsPerConsumer = kBlockM / kConsumers;  // 64 = wgmma M
+  static constexpr int kRowsPerConsumer = kConsumerRows;
+  static constexpr int kConsumers = kBlockM / kRowsPerConsumer;
+  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadQKDim == 64 && kHeadVDim == 64),
+                "three consumer warpgroups at head dim 64 only (their registers: below)");
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kStages = 2;  // K and V slots each
   // Registers per consumer thread for the S tile, its P operand and the O accumulator (wgmma's 64 × N layout:
@@ -70,8 +86,12 @@ struct Traits {
   // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536. s5's producer, which also takes and hands over the blocks, keeps
   // 56 and its consumers get 224 (56·128 + 224·256 = 64 512): at 24, 32 and 40 ptxas spilled the producer's walk
   // to local memory.
+  // s6's three consumer warpgroups share what the producer leaves: 24·128 + 160·384 = 64 512 (FlashAttention-3's
+  // split with three). In persistent CTAs beside s5's 56-register producer they would get 152: ptxas then spilled
+  // 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2.
   static constexpr int kProducerRegisters = kDynamicWalk ? 56 : 24;
-  static constexpr int kConsumerRegisters = kDynamicWalk ? 224 : 240;
+  static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : kDynamicWalk ? 224 : 240;
+  static_assert(kProducerRegisters * 128 + kConsumerRegisters * 128 * kConsumers <= 65536, "the SM's registers");
 
   // Shared memory, every tile 1024-byte aligned (a swizzle pattern repeats within 8 rows of at most 128 bytes). A
   // tile of R rows × H columns is H / kSliceCols column slices of R rows × kRowBytes, one TMA box each: Q and K
@@ -103,7 +123,7 @@ struct Traits {
   // What an sm_90 block may opt in to: 227 KB of shared memory.
   static constexpr int kMaxSmemAllocation = 232448;
   static constexpr bool kOwnOBuffer =
-      kVersion == 5 && kFixedBytes + kOStagedBytes + kTailBytes + 1024 <= kMaxSmemAllocation;
+      kDynamicWalk && kFixedBytes + kOStagedBytes + kTailBytes + 1024 <= kMaxSmemAllocation;
   static constexpr int kOOffset = kOwnOBuffer ? kFixedBytes : kQOffset;
   static constexpr int kBarrierOffset = kFixedBytes + (kOwnOBuffer ? kOStagedBytes : 0);
   static constexpr int kSmemBytes = kBarrierOffset + kTailBytes;

@@ -15,7 +15,9 @@
 #include "cuda/flash/make_params.h"
 #include "cuda/flash_sm90/call_rules.h"
 #include "cuda/flash_sm90/launch.h"
+#include "cuda/flash_sm90/query_packing.h"
 #include "cuda/flash_sm90/tensor_maps.h"
+#include "cuda/flash_sm90/traits.h"
 
 namespace attnlab::cuda::sm90 {
 namespace {
@@ -75,6 +77,7 @@ void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayo
   if (!a.sinks.empty())
     params.sinks = static_cast<const float*>(a.sinks.data), params.sinks_stride = a.sinks.strides[0];
   const int version = call_version(p, /*packed=*/true);
+  apply_query_packing(unpacked(query_block_rows(version)), params);  // the version's block rows, no head packing
   build_tensor_maps(p, version, params);
   DeviceGuard guard(p.device_index);
   launch_forward(p.dtype, int(l.Hqk), int(l.Hv), version, params, p.device_index,
