@@ -208,6 +208,61 @@ TEST(GpuVarlenForwardSm90, MatchesTheReference) {
 #endif
 }
 
+// s5's block counter in a packed batch's scratch (src/cuda/flash_sm90/varlen.h): workspace_size says 16 bytes where
+// the batch's blocks outnumber the SMs; through a caller workspace of that size the call allocates nothing and is
+// right twice through the same bytes (the counter is zeroed for every launch: one left at the first call's count
+// would leave rows poisoned); one byte less is refused before anything is written.
+TEST(GpuVarlenForwardSm90, CounterInCallerWorkspace) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  if (!is_hopper()) GTEST_SKIP() << "flash-sm90 needs compute capability 9.0";
+  attnlab::Context ctx;
+  attnlab::Tuning tuning = ctx.tuning();
+  tuning.flash_config = 5;
+  ctx.set_tuning(tuning);
+  Rng rng(79);
+  Batch b;
+  b.N = 32, b.K = 8, b.Hqk = b.Hv = 128, b.dtype = DType::bf16;
+  b.q_lens = {300, 17, 0, 260, 129, 1}, b.kv_lens = {300, 40, 5, 700, 129, 1000};  // 3 · 32 · 6 = 576 blocks
+  b.make(rng);
+  attnlab::Options o;
+  o.path = "flash-sm90";
+  o.mask.causal = true;
+  o.mask.align = attnlab::MaskAlign::bottom_right;
+  std::size_t bytes = 0;
+  {
+    DeviceMirror mirror;
+    attnlab::VarlenForwardArgs a = b.args(o);
+    a.q = mirror.upload(b.q), a.o = mirror.upload(b.o), a.lse = mirror.upload(b.lse);
+    a.cu_seqlens_q = mirror.upload(b.cu_q), a.k = mirror.upload(b.k), a.v = mirror.upload(b.v);
+    a.cu_seqlens_k = mirror.upload(b.cu_k);
+    bytes = attnlab::workspace_size(ctx, a);
+  }
+  ASSERT_EQ(bytes, 16u) << "576 blocks on a GPU of fewer SMs take their order from the counter";
+  void* buffer = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
+  for (int call = 0; call < 2; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    b.make(rng);  // fresh inputs, outputs poisoned
+    const attnlab::RunInfo info = run_on_gpu(b, o, call == 1, attnlab::DeviceBuffer{buffer, bytes}, &tuning, &ctx);
+    EXPECT_EQ(info.path, "flash-sm90");
+    EXPECT_EQ(info.device_allocations, 0);
+    check_outputs(b, o);
+  }
+  b.make(rng);
+  const auto before = b.o.snapshot();
+  try {
+    run_on_gpu(b, o, false, attnlab::DeviceBuffer{buffer, bytes - 1}, &tuning, &ctx);
+    ADD_FAILURE() << "a workspace too small was accepted";
+  } catch (const attnlab::Error& e) {
+    EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(b.o.same_bytes(before));
+  cudaFree(buffer);
+#endif
+}
+
 // The copy-out of a sequence's last rows, small enough for the sanitizers (memcheck, racecheck and synccheck run
 // it): sequences that end inside a 128-row block between other sequences, in the one-block-per-CTA (s2) and the
 // persistent (s3) kernels, whose next block reuses the staged tile's shared memory.

@@ -278,7 +278,7 @@ std::size_t workspace_size(Context& ctx, const VarlenForwardArgs& args) {
   const GpuRoute route = gpu_route(ctx, args.options.path, args, layout);
   if (route.refusal) core::fail(ErrorCode::unsupported, "{}", *route.refusal);
 #if ATTNLAB_WITH_CUDA
-  if (route.kernel == GpuKernel::sm90) return 0;  // the offsets are read in place
+  if (route.kernel == GpuKernel::sm90) return cuda::sm90::varlen_workspace_bytes(args, layout, ctx.impl().tuning);
   if (route.kernel == GpuKernel::cudnn) return cuda::cudnn::varlen_workspace_bytes(ctx.impl(), args, layout);
   return cuda::serving::split_kv_workspace_bytes(args, layout, ctx.impl().tuning);
 #else

@@ -11,6 +11,8 @@
 
 #include "core/context_impl.h"
 #include "core/error.h"
+#include "cuda/common/call_scratch.h"
+#include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
 #include "cuda/flash/make_params.h"
 #include "cuda/flash_sm90/call_rules.h"
@@ -46,7 +48,21 @@ core::Problem as_problem(const VarlenForwardArgs& a, const core::VarlenLayout& l
   return p;
 }
 
+// s5's block counter (scheduler.cuh, DynamicWalk) where the batch's blocks outnumber the SMs: a 16-byte piece of
+// scratch, as for a padded call (flash_sm90_path.cpp). The grid has a block per ⌈max_seqlen_q / rows⌉ position
+// blocks of every sequence and query head (those past a sequence's length exit at once).
+std::size_t counter_bytes(const core::Problem& p, int version) {
+  if (!walks_dynamically(version)) return 0;
+  const long long blocks = block_count(p, unpacked(query_block_rows(version)));
+  return dynamic_walk_needs_counter(blocks, device_properties(p.device_index).sm_count) ? 16 : 0;
+}
+
 }  // namespace
+
+std::size_t varlen_workspace_bytes(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning) {
+  const core::Problem p = as_problem(a, l, tuning);
+  return counter_bytes(p, call_version(p, /*packed=*/true));
+}
 
 std::optional<std::string> varlen_refusal(const VarlenForwardArgs& a, const core::VarlenLayout& l,
                                           const Tuning& tuning) {
@@ -61,6 +77,13 @@ std::optional<std::string> varlen_refusal(const VarlenForwardArgs& a, const core
 void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l) {
   Context::Impl& impl = ctx.impl();
   const core::Problem p = as_problem(a, l, impl.tuning);
+  const auto stream = static_cast<cudaStream_t>(impl.stream);
+  const int version = call_version(p, /*packed=*/true);
+  const std::size_t scratch_bytes = counter_bytes(p, version);
+  const core::Problem owner = scratch_owner(p.device_index, a.workspace);
+  if (scratch_bytes > 0)
+    if (auto why = scratch_refusal(impl, owner, scratch_bytes, stream))
+      core::fail(ErrorCode::unsupported, "path flash-sm90: {}", *why);
   if (a.max_seqlen_q == 0) return;  // no query rows: nothing to write
   KernelParams params{};
   params.p = flash::make_params(p, impl.tuning);
@@ -76,12 +99,19 @@ void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayo
   params.packed.total_q = int(l.total_q), params.packed.total_k = int(a.k.shape[0]);
   if (!a.sinks.empty())
     params.sinks = static_cast<const float*>(a.sinks.data), params.sinks_stride = a.sinks.strides[0];
-  const int version = call_version(p, /*packed=*/true);
   apply_query_packing(unpacked(query_block_rows(version)), params);  // the version's block rows, no head packing
   build_tensor_maps(p, version, params);
   DeviceGuard guard(p.device_index);
-  launch_forward(p.dtype, int(l.Hqk), int(l.Hv), version, params, p.device_index,
-                 static_cast<cudaStream_t>(impl.stream));
+  if (scratch_bytes > 0) {
+    // s5's counter starts at zero for every launch, in the stream's order.
+    ScratchLease scratch(impl, owner, scratch_bytes, stream, "flash-sm90");
+    params.tile_counter = reinterpret_cast<std::int32_t*>(scratch.data());
+    check_cuda(cudaMemsetAsync(params.tile_counter, 0, sizeof(std::int32_t), stream),
+               "flash-sm90: zeroing the block counter");
+    launch_forward(p.dtype, int(l.Hqk), int(l.Hv), version, params, p.device_index, stream);
+  } else {
+    launch_forward(p.dtype, int(l.Hqk), int(l.Hv), version, params, p.device_index, stream);
+  }
   impl.ran_member = "flash-sm90";
 }
 

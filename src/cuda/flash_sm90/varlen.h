@@ -4,6 +4,7 @@
 // (cuda/serving/split_kv.h), which reads pages through the block table row by row.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -16,7 +17,13 @@ namespace attnlab::cuda::sm90 {
 std::optional<std::string> varlen_refusal(const VarlenForwardArgs& a, const core::VarlenLayout& l,
                                           const Tuning& tuning);
 
-// Runs the batch on the context's stream (after varlen_refusal said yes). Needs no scratch.
+// Scratch bytes of the call: s5's block counter where its CTAs walk several blocks (16), else none (the offsets
+// are read in place).
+std::size_t varlen_workspace_bytes(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning);
+
+// Runs the batch on the context's stream (after varlen_refusal said yes), its scratch from the caller's workspace
+// or the context's (cuda/common/call_scratch.h); a caller workspace below varlen_workspace_bytes is refused before
+// anything is written.
 void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l);
 
 }  // namespace attnlab::cuda::sm90
