@@ -82,6 +82,18 @@ TEST(Criterion, RoundedOperandsAllowHalfAnUlpMorePerElement) {
   EXPECT_FALSE(meets_criterion("dK", DType::bf16, {-2.40648799, 0.5 + 0.0135}, ref64, same, nullptr, true));
 }
 
+// The failure that led to the f32 floor of 8 ulps: flash-sm80's LSE at scale 4 (GpuFlashSm90.AnyScale), 4.3 ulps
+// from ref64 at 725, where the fp32 reference was 1.75 ulps off. Ten ulps off still fails, and at an LSE of order
+// one the floor adds nothing to the 1e-5 term.
+TEST(Criterion, F32OutputsAllowEightUlpsOfTheirMagnitude) {
+  const std::vector<double> ref64 = {724.935141, 3.5};
+  const std::vector<double> same = {724.935059, 3.5};  // the tolerance is the vector's: 8 ulps of 725 here
+  const double ulp = 2.0 * half_ulp(DType::f32, 724.935141);  // 2^-14 = 6.1e-5
+  EXPECT_TRUE(meets_criterion("LSE", DType::f32, {724.934875, 3.5}, ref64, same));
+  EXPECT_FALSE(meets_criterion("LSE", DType::f32, {724.935141 - 10.0 * ulp, 3.5}, ref64, same));
+  EXPECT_FALSE(meets_criterion("LSE", DType::f32, {3.5 + 1.2e-5}, {3.5}, {3.5}));
+}
+
 TEST(HostTensors, StridedViewsAddressEveryElementOnce) {
   for (const Layout& layout : {dense(), padded(), permuted12()}) {
     HostTensor t(DType::f16, {2, 3, 4, 5}, layout);

@@ -100,7 +100,8 @@ class FlashSm90Path final : public core::Path {
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
     return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two consumer warpgroups); bf16/f16 "
-           "forward, head dims 64, 96, 128, 192, 256 and 192/128, causal/window/lengths/softcap, GQA/MQA, LSE; "
+           "forward, head dims 64, 96, 128, 192, 256 and 192/128, causal/window/lengths/softcap, GQA/MQA (query heads "
+           "packed per KV head at small T), LSE; "
            "cc 9.0";
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
