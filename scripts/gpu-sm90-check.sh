@@ -6,7 +6,7 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set, bf16 on the default stream: 113×203 at
 #      every head dim and kernel version, 1023×1024 at head dim 128, s3's and s5's CTAs walking several blocks, and
 #      s2 with per-batch lengths (the V rows past a length zeroed in shared memory), s2 and s5 with query heads
-#      packed into one block;
+#      packed into one block, s6 (three consumer warpgroups) at head dim 64;
 #      ATTNLAB_SM90_TESTS=0 skips step 1, ATTNLAB_SM90_SANITIZERS lists the tools of step 2 ("" skips it), so the
 #      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
@@ -62,6 +62,9 @@ if [[ "$table" != "--table-only" ]]; then
   filter+=':*GpuFlashSm90.SequenceLengths/bf16_s2'
   # and query heads packed into one block (GQA/MQA at small T), O written by the threads
   filter+=':*GpuFlashSm90.PackedQueryHeads/bf16_s2:*GpuFlashSm90.PackedQueryHeads/bf16_s5'
+  # and s6's three consumer warpgroups (its ring of turns, the key padding's barrier over 384 threads)
+  filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h64_203x113_s6:*GpuFlashSm90.SequenceLengths/bf16_s6'
+  filter+=':*GpuFlashSm90.PackedQueryHeads/bf16_s6'
   for tool in ${ATTNLAB_SM90_SANITIZERS-memcheck racecheck synccheck}; do
     log="$out/sanitizer-$tool.txt"
     timeout 150 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \

@@ -151,8 +151,7 @@ struct Tuning {
   // ignored unless it divides B·N).
   int flash_section_heads = 0;
   // ATTNLAB_FLASH_PACK_QUERY_HEADS: flash-sm90's packing of a KV head's query heads into one block (GQA/MQA at
-  // T ≤ 64): −1 = chosen per call (where the packed blocks still number one per SM or more), 0 = never, 1 = wherever
-  // the call allows it. For measurements.
+  // T ≤ 64): 0 = never; −1 (the default) or 1 = wherever the call allows it. For measurements.
   int flash_pack_query_heads = -1;
   // ATTNLAB_SPLIT_KV_SPLITS: splits of every block's keys in the serving calls' split-KV kernel (0 = chosen per
   // call from the GPU's occupancy; at most 128). For measurements.

@@ -30,9 +30,17 @@ namespace sm90 {
 // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
 // scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that
 // carries the tanh (the others keep their registers and instructions for the plain softmax).
+int default_version(const core::Problem& p, bool packed) {
+  const auto& d = p.dims;
+  if (d.Hqk != d.Hv || (d.Hqk != 64 && d.Hqk != 128)) return 2;
+  if (d.Hqk == 128 || packed) return 5;
+  const bool masked = p.mask.causal || p.mask.window_left >= 0 || p.mask.window_right >= 0;
+  const std::int64_t long_from = masked ? 8192 : 4096;
+  return d.T >= long_from && d.S >= long_from ? 6 : 5;
+}
+
 int call_version(const core::Problem& p, bool packed) {
-  const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config
-                                            : default_version(int(p.dims.Hqk), int(p.dims.Hv), packed);
+  const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : default_version(p, packed);
   return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
 }
 
@@ -88,7 +96,7 @@ ScratchLayout scratch_layout(const core::Problem& p, int version) {
   ScratchLayout s;
   s.counter_offset = (seqlens_scratch_bytes(p) + 15) / 16 * 16;
   const int sms = device_properties(p.device_index).sm_count;
-  const long long blocks = block_count(p, query_packing(p, version, /*packed_sequences=*/false, sms));
+  const long long blocks = block_count(p, query_packing(p, version, /*packed_sequences=*/false));
   s.counter = walks_dynamically(version) && dynamic_walk_needs_counter(blocks, sms);
   s.bytes = s.counter_offset + (s.counter ? 16 : 0);
   return s;
@@ -123,8 +131,7 @@ class FlashSm90Path final : public core::Path {
       if (auto why = scratch_refusal(ctx, p, layout.bytes, stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    apply_query_packing(query_packing(p, v, /*packed_sequences=*/false, device_properties(p.device_index).sm_count),
-                        params);
+    apply_query_packing(query_packing(p, v, /*packed_sequences=*/false), params);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {

@@ -27,15 +27,6 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
   return true;
 }
 
-// The version a call runs unless Tuning::flash_config names another (tests and A/B runs): the fastest measured
-// (docs/perf-notes-flash-sm90.md). s5 for padded batches at head dims 64 and 128, where it was measured against
-// s2; s2 elsewhere: at 192/192 and 256 (s5 is not built there), at 96 and 192/128 (built, not yet measured), and
-// for packed batches (varlen.cpp), whose calls have no scratch for s5's block counter (s5 would run there with one
-// CTA per block, which was not measured either).
-constexpr int default_version(int head_qk, int head_v, bool packed) {
-  return !packed && head_qk == head_v && (head_qk == 64 || head_qk == 128) ? 5 : 2;
-}
-
 // Launches the instantiation on `stream` over grid (query blocks, heads, batches). The caller has checked the
 // device (compute capability 9.0) and built the tensor maps (tensor_maps.h).
 template <class Element, int kHeadQK, int kHeadV, int kVersion>

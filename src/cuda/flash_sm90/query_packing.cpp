@@ -5,16 +5,12 @@
 
 namespace attnlab::cuda::sm90 {
 
-QueryPacking query_packing(const core::Problem& p, int version, bool packed_sequences, int sms) {
+QueryPacking query_packing(const core::Problem& p, int version, bool packed_sequences) {
   const int rows = query_block_rows(version);
   const std::int64_t group = p.dims.K > 0 ? p.dims.N / p.dims.K : 1;
   if (packed_sequences || group < 2 || group > rows || p.dims.T > 64) return unpacked(rows);
   const QueryPacking packed{int(group), int(rows / group)};
-  switch (p.tuning->flash_pack_query_heads) {
-    case 0: return unpacked(rows);
-    case 1: return packed;
-    default: return block_count(p, packed) >= sms ? packed : unpacked(rows);
-  }
+  return p.tuning->flash_pack_query_heads == 0 ? unpacked(rows) : packed;
 }
 
 long long block_count(const core::Problem& p, const QueryPacking& q) {

@@ -20,13 +20,13 @@ struct QueryPacking {
 // No packing: one head's `block_rows` positions per block.
 constexpr QueryPacking unpacked(int block_rows) { return {1, block_rows}; }
 
-// The packing a padded call runs on a GPU of `sms` SMs: every query head of a KV head when there are several
-// (N / K ≥ 2, at most the block's rows), the query sequence is short (T ≤ 64, where a block of one head would leave half its
-// rows or more empty) and the packed blocks still fill the GPU (at least one per SM: fewer, larger blocks would
-// leave SMs idle, each streaming all of S — decode at small B·K belongs to the split-KV kernel); none otherwise, and
-// never for a packed variable-length batch (its rows are sequences, not positions). Tuning::flash_pack_query_heads
-// turns it off (0) or on wherever the call allows it (1), whatever the block count, for measurements.
-QueryPacking query_packing(const core::Problem& p, int version, bool packed_sequences, int sms);
+// The packing a padded call runs: every query head of a KV head when there are several (N / K ≥ 2, at most the
+// block's rows) and the query sequence is short (T ≤ 64, where a block of one head would leave half its rows or
+// more empty); none otherwise, and never for a packed variable-length batch (its rows are sequences, not
+// positions). Measured on the H200 (docs/perf-notes-flash-sm90.md) it was never slower than unpacked, also where
+// the packed blocks are fewer than the SMs (8–64 blocks on 132). Tuning::flash_pack_query_heads = 0 turns it off,
+// for measurements.
+QueryPacking query_packing(const core::Problem& p, int version, bool packed_sequences);
 
 // Blocks of the call's grid under that packing: ⌈T / rows⌉ · (N / heads) · B.
 long long block_count(const core::Problem& p, const QueryPacking& q);
