@@ -10,9 +10,9 @@
 #      ATTNLAB_SM90_TESTS=0 skips step 1, ATTNLAB_SM90_SANITIZERS lists the tools of step 2 ("" skips it), so the
 #      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5"): attnlab bench (flash-sm90, and in
-#      the first version's process cudnn), flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force
-#      its tile configuration too) and bench/peers.py (torch-flash = FA2) on
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6"): attnlab bench (flash-sm90, and in
+#      the first version's process cudnn; s6 over the head-dim-64 rows alone), flash-sm80 in a process of its own
+#      (ATTNLAB_FLASH_CONFIG would force its tile configuration too) and bench/peers.py (torch-flash = FA2) on
 #      bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
 #      workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128 256"), then
 #      bench/flash_table.py per version (rows labelled flash-sm90-sN).
@@ -90,10 +90,14 @@ PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
-  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5})
+  # s6 is built at head dim 64 alone (src/cuda/flash_sm90/launch.h, version_built): it runs those rows.
+  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["workloads"] = [w for w in s["workloads"] if w["Hqk"] == 64 and w["Hv"] == 64]; json.dump(s, open(sys.argv[2], "w"))' \
+    "$workloads" "$out/workloads-sm90-h64.json"
+  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5 6})
   for version in "${versions[@]}"; do
     paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
-    ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$workloads" \
+    version_workloads="$workloads"; [[ $version == 6 ]] && version_workloads="$out/workloads-sm90-h64.json"
+    ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$version_workloads" \
       --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
     if [[ $version == "${versions[0]}" ]]; then  # the sm_80 family at its own tile choice, beside the first version
       timeout 200 "$dist/bin/attnlab" bench --workloads "$workloads" --paths flash-sm80 --groups 5 \

@@ -309,6 +309,29 @@ TEST_P(GpuFlashSm90, PackedQueryHeads) {
   }
 }
 
+// Packing shows in the grid: at B = 8, T = 1, GQA 32/8, s5 packs 8 KV heads' query heads into 64 blocks, fewer
+// than any Hopper GPU's SMs, and needs no block counter (workspace_size 0); with packing turned off the same call has
+// 256 blocks of one head each and needs the counter. A packing rule that quietly left such a call unpacked fails
+// here, where the outputs alone would not tell.
+TEST(GpuFlashSm90Walk, PackedQueryHeadsShrinkTheGrid) {
+  ATTNLAB_REQUIRE_HOPPER();
+#if ATTNLAB_WITH_CUDA
+  ATTNLAB_TEST_RNG(rng);
+  attnlab::Context unpacked;
+  attnlab::Tuning tuning = unpacked.tuning();
+  tuning.flash_config = 5;
+  tuning.flash_pack_query_heads = 0;
+  unpacked.set_tuning(tuning);
+  Case c = sm90_case(DType::bf16);
+  c.B = 8, c.T = 1, c.S = 300, c.N = 32, c.K = 8;
+  const Tensors t = make_inputs(c, rng);
+  DeviceMirror mirror;
+  const attnlab::ForwardArgs a = device_forward_args(c, t, mirror);
+  EXPECT_EQ(attnlab::workspace_size(version_context(5), a), 0u) << "packed: 64 blocks, one CTA each";
+  EXPECT_GE(attnlab::workspace_size(unpacked, a), 4u) << "unpacked: 256 blocks walked through the counter";
+#endif
+}
+
 // s5's block counter lives in the call's scratch. With a caller workspace of workspace_size() bytes (at least the
 // counter's 4 once the CTAs walk several blocks; none for a call of at most one block per SM) the call allocates
 // nothing, and it is right twice in a row through the same bytes: the counter is zeroed for every launch (left at

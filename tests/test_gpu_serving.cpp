@@ -159,10 +159,10 @@ TEST(GpuVarlenForward, MatchesTheReference) {
 }
 
 // Packed batches on the sm_90a kernel (path flash-sm90): every head-dim pair it has, both element types, each
-// kernel version built there (Tuning::flash_config; the 1023-row cases on the default version), sequences whose last 128-row block ends inside the next
-// sequence's rows (those rows are copied out by the threads, not by a TMA box), lengths 0, 1, 113, 1023, masks,
-// softcap, sinks, GQA and MQA; poisoned outputs, rows past the last sequence untouched, the default and a
-// non-blocking stream, against the fp64 reference.
+// kernel version built there (Tuning::flash_config; the 1023-row cases on s2 alone, their fp64 reference being the
+// test's cost), sequences whose last block ends inside the next sequence's rows (those rows are copied out by the
+// threads, not by a TMA box), lengths 0, 1, 113, 1023, masks, softcap, sinks, GQA and MQA; poisoned outputs, rows
+// past the last sequence untouched, the default and a non-blocking stream, against the fp64 reference.
 TEST(GpuVarlenForwardSm90, MatchesTheReference) {
   ATTNLAB_REQUIRE_GPU();
 #if ATTNLAB_WITH_CUDA
@@ -189,7 +189,7 @@ TEST(GpuVarlenForwardSm90, MatchesTheReference) {
         attnlab::Tuning tuning = attnlab::Tuning::from_environment();
         tuning.flash_config = version;
         for (const GpuVarlenCase& c : cases) {
-          // The 1023-row sequences run on the default version only: their fp64 reference is the test's cost.
+          // The 1023-row sequences run on s2 alone: their fp64 reference is the test's cost.
           if (version != 2 && Batch::max(c.q_lens) > 512) continue;
           const bool other_stream = run++ % 2 == 1;
           SCOPED_TRACE(std::string(c.name) + ", head dims " + std::to_string(hqk) + "/" + std::to_string(hv) + ", " +
@@ -211,7 +211,7 @@ TEST(GpuVarlenForwardSm90, MatchesTheReference) {
 // s5's block counter in a packed batch's scratch (src/cuda/flash_sm90/varlen.h): workspace_size says 16 bytes where
 // the batch's blocks outnumber the SMs; through a caller workspace of that size the call allocates nothing and is
 // right twice through the same bytes (the counter is zeroed for every launch: one left at the first call's count
-// would leave rows poisoned); one byte less is refused before anything is written.
+// would leave rows poisoned); one byte less is refused before anything is written, and why_not says so first.
 TEST(GpuVarlenForwardSm90, CounterInCallerWorkspace) {
   ATTNLAB_REQUIRE_GPU();
 #if ATTNLAB_WITH_CUDA
@@ -230,6 +230,7 @@ TEST(GpuVarlenForwardSm90, CounterInCallerWorkspace) {
   o.mask.causal = true;
   o.mask.align = attnlab::MaskAlign::bottom_right;
   std::size_t bytes = 0;
+  void* buffer = nullptr;
   {
     DeviceMirror mirror;
     attnlab::VarlenForwardArgs a = b.args(o);
@@ -237,10 +238,15 @@ TEST(GpuVarlenForwardSm90, CounterInCallerWorkspace) {
     a.cu_seqlens_q = mirror.upload(b.cu_q), a.k = mirror.upload(b.k), a.v = mirror.upload(b.v);
     a.cu_seqlens_k = mirror.upload(b.cu_k);
     bytes = attnlab::workspace_size(ctx, a);
+    ASSERT_EQ(bytes, 16u) << "576 blocks on a GPU of fewer SMs take their order from the counter";
+    ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
+    a.workspace = attnlab::DeviceBuffer{buffer, bytes - 1};
+    const auto why = attnlab::why_not(ctx, "flash-sm90", a);
+    ASSERT_TRUE(why.has_value()) << "why_not accepted a workspace the call refuses";
+    EXPECT_NE(why->find("workspace"), std::string::npos) << *why;
+    a.workspace = attnlab::DeviceBuffer{buffer, bytes};
+    EXPECT_FALSE(attnlab::why_not(ctx, "flash-sm90", a).has_value());
   }
-  ASSERT_EQ(bytes, 16u) << "576 blocks on a GPU of fewer SMs take their order from the counter";
-  void* buffer = nullptr;
-  ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
   for (int call = 0; call < 2; ++call) {
     SCOPED_TRACE("call " + std::to_string(call));
     b.make(rng);  // fresh inputs, outputs poisoned

@@ -297,7 +297,7 @@ RunInfo forward(Context& ctx, const VarlenForwardArgs& args) {
     impl.last_workspace_bytes = 0;
     if (route.kernel == GpuKernel::sm90) {
       cuda::sm90::run_varlen(ctx, args, layout);
-      return RunInfo{"flash-sm90", 0, 0};
+      return RunInfo{"flash-sm90", impl.last_workspace_bytes, impl.device_allocations};
     }
     if (route.kernel == GpuKernel::cudnn) {
       cuda::cudnn::run_varlen(impl, args, layout);

@@ -26,10 +26,6 @@
 namespace attnlab::cuda {
 namespace sm90 {
 
-// Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 and later
-// take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
-// scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that
-// carries the tanh (the others keep their registers and instructions for the plain softmax).
 int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
   if (d.Hqk != d.Hv || (d.Hqk != 64 && d.Hqk != 128)) return 2;
@@ -39,6 +35,10 @@ int default_version(const core::Problem& p, bool packed) {
   return d.T >= long_from && d.S >= long_from ? 6 : 5;
 }
 
+// Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 and later
+// take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
+// scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that
+// carries the tanh (the others keep their registers and instructions for the plain softmax).
 int call_version(const core::Problem& p, bool packed) {
   const int v = p.tuning->flash_config >= 0 ? p.tuning->flash_config : default_version(p, packed);
   return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
@@ -75,7 +75,7 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
                        "s4, 5 = s5, 6 = s6; s0 was retired)",
                        p.tuning->flash_config);
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
-    return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2, the default, runs them)",
+    return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",
                        v, v, d.Hqk, d.Hv,
                        v == 6 ? "its three consumer warpgroups are built at head dim 64 alone"
                               : "it spilled registers there");
@@ -107,10 +107,9 @@ class FlashSm90Path final : public core::Path {
   std::string_view name() const override { return kName; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
-    return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two consumer warpgroups); bf16/f16 "
-           "forward, head dims 64, 96, 128, 192, 256 and 192/128, causal/window/lengths/softcap, GQA/MQA (query heads "
-           "packed per KV head at small T), LSE; "
-           "cc 9.0";
+    return "attnlab's Hopper kernel (wgmma, TMA, a producer warpgroup and two or three consumer warpgroups); "
+           "bf16/f16 forward, head dims 64, 96, 128, 192, 256 and 192/128, causal/window/lengths/softcap, GQA/MQA "
+           "(query heads packed per KV head at small T), LSE; cc 9.0";
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 

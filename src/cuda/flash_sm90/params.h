@@ -1,6 +1,6 @@
 // What one sm_90a flash launch receives: the shared flash parameters (cuda/flash/flash_params.h: strides, mask,
-// scale, LSE) and one TMA tensor map per tensor, built on the host for this call (launch.cu). The kernel takes the
-// struct as a __grid_constant__ parameter, so the maps are read from parameter space by the TMA unit.
+// scale, LSE) and one TMA tensor map per tensor, built on the host for this call (tensor_maps.cpp). The kernel takes
+// the struct as a __grid_constant__ parameter, so the maps are read from parameter space by the TMA unit.
 #pragma once
 
 #include <cuda.h>

@@ -103,8 +103,8 @@ std::optional<std::string> tensor_map_rule(const core::Problem& p) {
 
 void build_tensor_maps(const core::Problem& p, int version, KernelParams& params) {
   // Boxes: a block's query rows (params.pack_rows: the version's block rows, or its packed heads' positions:
-  // query_packing.h), a key tile's rows, a consumer warpgroup's 64 output rows (traits.h). Each map's boxes are one column slice wide, in the instance's
-  // swizzle (traits.h, swizzle_row_bytes).
+  // query_packing.h), a key tile's rows, a consumer warpgroup's 64 output rows (traits.h). Each map's boxes are one
+  // column slice wide, in the instance's swizzle (traits.h, swizzle_row_bytes).
   const int key_rows = key_tile_rows(int(p.dims.Hqk), version);
   const int row_bytes = swizzle_row_bytes(int(p.dims.Hqk));
   params.q = encode("q", p.q, params.pack_rows, row_bytes, params.pack_heads);

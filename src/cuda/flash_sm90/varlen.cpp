@@ -11,6 +11,7 @@
 
 #include "core/context_impl.h"
 #include "core/error.h"
+#include "core/path.h"  // workspace_shortfall
 #include "cuda/common/call_scratch.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
@@ -71,7 +72,11 @@ std::optional<std::string> varlen_refusal(const VarlenForwardArgs& a, const core
                        "through the block table");
   if (a.k.shape[0] == 0 || l.total_q == 0)
     return std::string("needs at least one packed query row and one key row (TMA maps no empty tensor)");
-  return call_rules(as_problem(a, l, tuning), /*packed=*/true);
+  const core::Problem p = as_problem(a, l, tuning);
+  if (auto why = call_rules(p, /*packed=*/true)) return why;
+  // A caller workspace must hold the call's scratch (s5's counter), so that why_not and the call agree.
+  if (a.workspace) return core::workspace_shortfall(p, counter_bytes(p, call_version(p, /*packed=*/true)));
+  return std::nullopt;
 }
 
 void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l) {
