@@ -251,11 +251,11 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
   }
 }
 
-// Query heads packed into one block (GQA/MQA at T ≤ 64: src/cuda/flash_sm90/query_packing.h): groups of 3 (126 of
-// a block's 128 rows used, a second position block starting at 42), 4, 8 (1024 blocks, several per persistent
-// CTA), 16 (MQA) and 2 (a decode of 4 packed blocks), T = 1 … 64 against S = 1 … 300; without a mask, causal of
-// both alignments, a sliding window; LSE; per-batch lengths with NaN padding at every head dim; packing turned
-// off through the tuning.
+// Query heads packed into one block (GQA/MQA at T ≤ 64: src/cuda/flash_sm90/query_packing.h): groups of 2, 3 (at
+// 128-row blocks 126 rows used, a second position block starting at 42), 4 (also a decode of 4 packed blocks), 8
+// (1024 blocks, several per persistent CTA) and 16 (MQA), T = 1 … 64 against S = 1 … 300; without a mask, causal of
+// both alignments, a sliding window; LSE; per-batch lengths with NaN padding at every head dim; packing turned off
+// through the tuning.
 TEST_P(GpuFlashSm90, PackedQueryHeads) {
   ATTNLAB_TEST_RNG(rng);
   struct Shape {
