@@ -34,10 +34,7 @@ bool is_hopper() {
   return major == 9 && minor == 0;
 }
 
-attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stream,
-                            std::optional<attnlab::DeviceBuffer> workspace, const attnlab::Tuning* tuning,
-                            attnlab::Context* ctx) {
-  DeviceMirror mirror;
+attnlab::VarlenForwardArgs device_args(const Batch& b, const attnlab::Options& o, DeviceMirror& mirror) {
   attnlab::VarlenForwardArgs a = b.args(o);
   a.q = mirror.upload(b.q), a.o = mirror.upload(b.o), a.lse = mirror.upload(b.lse);
   a.cu_seqlens_q = mirror.upload(b.cu_q);
@@ -48,6 +45,27 @@ attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stre
     a.k = mirror.upload(b.k), a.v = mirror.upload(b.v), a.cu_seqlens_k = mirror.upload(b.cu_k);
   }
   if (b.with_sinks) a.sinks = mirror.upload(b.sinks);
+  return a;
+}
+
+void expect_workspace_refused(Batch& b, const attnlab::Options& o, attnlab::DeviceBuffer workspace,
+                              const std::string& phrase, const attnlab::Tuning* tuning, attnlab::Context* ctx) {
+  const auto before = b.o.snapshot();
+  try {
+    run_on_gpu(b, o, false, workspace, tuning, ctx);
+    ADD_FAILURE() << "a workspace too small was accepted";
+  } catch (const attnlab::Error& e) {
+    EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported);
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(b.o.same_bytes(before));
+}
+
+attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stream,
+                            std::optional<attnlab::DeviceBuffer> workspace, const attnlab::Tuning* tuning,
+                            attnlab::Context* ctx) {
+  DeviceMirror mirror;
+  attnlab::VarlenForwardArgs a = device_args(b, o, mirror);
   a.workspace = workspace;
   attnlab::Context own;
   attnlab::Context& c = ctx != nullptr ? *ctx : own;

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "attnlab/serving.h"
 #include "attnlab/version.h"  // ATTNLAB_WITH_CUDA
+#include "device_mirror.h"
 #include "serving_batch.h"
 
 #if ATTNLAB_WITH_CUDA
@@ -42,6 +44,16 @@ bool is_hopper();
 attnlab::RunInfo run_on_gpu(Batch& b, const attnlab::Options& o, bool other_stream,
                             std::optional<attnlab::DeviceBuffer> workspace = std::nullopt,
                             const attnlab::Tuning* tuning = nullptr, attnlab::Context* ctx = nullptr);
+
+// Batch b's call arguments with options o, every tensor a device copy made through `mirror` (packed or paged keys,
+// sinks when the batch has them).
+attnlab::VarlenForwardArgs device_args(const Batch& b, const attnlab::Options& o, DeviceMirror& mirror);
+
+// A call through `workspace`, smaller than the call needs: refused as unsupported, its message containing
+// `phrase`, before anything is written (O's bytes as they were).
+void expect_workspace_refused(Batch& b, const attnlab::Options& o, attnlab::DeviceBuffer workspace,
+                              const std::string& phrase, const attnlab::Tuning* tuning = nullptr,
+                              attnlab::Context* ctx = nullptr);
 #endif
 
 }  // namespace attnlab_test

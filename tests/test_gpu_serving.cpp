@@ -233,10 +233,7 @@ TEST(GpuVarlenForwardSm90, CounterInCallerWorkspace) {
   void* buffer = nullptr;
   {
     DeviceMirror mirror;
-    attnlab::VarlenForwardArgs a = b.args(o);
-    a.q = mirror.upload(b.q), a.o = mirror.upload(b.o), a.lse = mirror.upload(b.lse);
-    a.cu_seqlens_q = mirror.upload(b.cu_q), a.k = mirror.upload(b.k), a.v = mirror.upload(b.v);
-    a.cu_seqlens_k = mirror.upload(b.cu_k);
+    attnlab::VarlenForwardArgs a = device_args(b, o, mirror);
     bytes = attnlab::workspace_size(ctx, a);
     ASSERT_EQ(bytes, 16u) << "576 blocks on a GPU of fewer SMs take their order from the counter";
     ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
@@ -256,15 +253,7 @@ TEST(GpuVarlenForwardSm90, CounterInCallerWorkspace) {
     check_outputs(b, o);
   }
   b.make(rng);
-  const auto before = b.o.snapshot();
-  try {
-    run_on_gpu(b, o, false, attnlab::DeviceBuffer{buffer, bytes - 1}, &tuning, &ctx);
-    ADD_FAILURE() << "a workspace too small was accepted";
-  } catch (const attnlab::Error& e) {
-    EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported);
-    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
-  }
-  EXPECT_TRUE(b.o.same_bytes(before));
+  expect_workspace_refused(b, o, attnlab::DeviceBuffer{buffer, bytes - 1}, "workspace", &tuning, &ctx);
   cudaFree(buffer);
 #endif
 }
@@ -359,11 +348,7 @@ TEST(GpuVarlenForward, CallerWorkspace) {
   b.make(rng);
   attnlab::Context ctx;
   DeviceMirror mirror;
-  attnlab::VarlenForwardArgs a = b.args({});
-  a.q = mirror.upload(b.q), a.o = mirror.upload(b.o), a.lse = mirror.upload(b.lse);
-  a.cu_seqlens_q = mirror.upload(b.cu_q), a.k = mirror.upload(b.k), a.v = mirror.upload(b.v);
-  a.cu_seqlens_k = mirror.upload(b.cu_k);
-  const std::size_t bytes = attnlab::workspace_size(ctx, a);
+  const std::size_t bytes = attnlab::workspace_size(ctx, device_args(b, {}, mirror));
   EXPECT_GT(bytes, 0u) << "two sequences on eight KV-head blocks should split their keys";
   void* buffer = nullptr;
   ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
@@ -372,17 +357,9 @@ TEST(GpuVarlenForward, CallerWorkspace) {
   EXPECT_EQ(info.device_allocations, 0);
   EXPECT_EQ(info.workspace_bytes, bytes);
   check_outputs(b, {});
-  const auto before = b.o.snapshot();
-  try {
-    attnlab::Options split_kv;
-    split_kv.path = "flash-sm80";
-    run_on_gpu(b, split_kv, false, attnlab::DeviceBuffer{buffer, bytes - 256});
-    ADD_FAILURE() << "a workspace too small was accepted";
-  } catch (const attnlab::Error& e) {
-    EXPECT_EQ(e.code(), attnlab::ErrorCode::unsupported);
-    EXPECT_NE(std::string(e.what()).find("bytes of workspace"), std::string::npos) << e.what();
-  }
-  EXPECT_TRUE(b.o.same_bytes(before));
+  attnlab::Options split_kv;
+  split_kv.path = "flash-sm80";
+  expect_workspace_refused(b, split_kv, attnlab::DeviceBuffer{buffer, bytes - 256}, "bytes of workspace");
   cudaFree(buffer);
 #endif
 }
