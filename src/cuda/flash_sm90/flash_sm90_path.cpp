@@ -96,7 +96,7 @@ ScratchLayout scratch_layout(const core::Problem& p, int version) {
   ScratchLayout s;
   s.counter_offset = (seqlens_scratch_bytes(p) + 15) / 16 * 16;
   const int sms = device_properties(p.device_index).sm_count;
-  const long long blocks = block_count(p, query_packing(p, version, /*packed_sequences=*/false));
+  const long long blocks = block_count(p, query_packing(p, version));
   s.counter = walks_dynamically(version) && dynamic_walk_needs_counter(blocks, sms);
   s.bytes = s.counter_offset + (s.counter ? 16 : 0);
   return s;
@@ -130,7 +130,7 @@ class FlashSm90Path final : public core::Path {
       if (auto why = scratch_refusal(ctx, p, layout.bytes, stream)) return why;
     KernelParams params{};
     params.p = flash::make_params(p, *p.tuning);
-    apply_query_packing(query_packing(p, v, /*packed_sequences=*/false), params);
+    apply_query_packing(query_packing(p, v), params);
     build_tensor_maps(p, v, params);
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {

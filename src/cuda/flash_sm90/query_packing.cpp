@@ -5,10 +5,10 @@
 
 namespace attnlab::cuda::sm90 {
 
-QueryPacking query_packing(const core::Problem& p, int version, bool packed_sequences) {
+QueryPacking query_packing(const core::Problem& p, int version) {
   const int rows = query_block_rows(version);
   const std::int64_t group = p.dims.K > 0 ? p.dims.N / p.dims.K : 1;
-  if (packed_sequences || group < 2 || group > rows || p.dims.T > 64) return unpacked(rows);
+  if (group < 2 || group > rows || p.dims.T > 64) return unpacked(rows);
   const QueryPacking packed{int(group), int(rows / group)};
   return p.tuning->flash_pack_query_heads == 0 ? unpacked(rows) : packed;
 }
