@@ -49,6 +49,14 @@ struct DecodeFlags : ServingFlags {
   std::int64_t page_size = 64;
   std::vector<std::string> paths = {"auto"};
   bool append = false;  // also time append_kv of the q_len new rows, and a device copy of the same bytes
+  // "context": the calls take their scratch from the context (which orders it between streams with an event
+  // recorded after each call); "caller": from one device buffer of workspace_size() bytes, as an engine embedding
+  // the library passes it (args.workspace), so that nothing but the kernels goes onto the stream.
+  std::string workspace = "context";
+  // "legacy": the context's default stream; "own": a blocking stream of the lab's set on the context, as an
+  // engine runs on a stream of its own (some overlaps between kernels, such as programmatic dependent launch, are
+  // the stream's to allow).
+  std::string stream = "legacy";
 };
 
 struct DecodeRow : ServingRow {
@@ -131,13 +139,29 @@ void time_append(DecodeRow& row, const Placed& placed, const TimingPlan& plan, a
 }
 
 void run_path(DecodeRow& row, const Placed& placed, const TimingPlan& plan, int threads,
-              std::optional<std::vector<float>>& reference, std::uint64_t seed, bool append) {
+              std::optional<std::vector<float>>& reference, std::uint64_t seed, bool append, bool caller_workspace,
+              bool own_stream) {
   const DecodeShape& s = row.shape;
+  std::optional<gpu::Stream> stream;  // before ctx: it outlives the context's work on it
   attnlab::Context ctx;
   ctx.set_num_threads(threads);
+  if (own_stream && row.device == attnlab::Device::cuda) {
+    stream.emplace(0, /*blocking=*/true);
+    ctx.set_stream(stream->get());
+  }
   std::vector<attnlab::VarlenForwardArgs> calls;
   for (const auto& set : placed.sets) calls.push_back(set->args(row.asked));
+  gpu::DeviceBuffer workspace;
   try {
+    if (caller_workspace && row.device == attnlab::Device::cuda) {
+      std::size_t bytes = 0;
+      for (const auto& call : calls) bytes = std::max(bytes, attnlab::workspace_size(ctx, call));
+      if (bytes > 0) {
+        workspace = gpu::DeviceBuffer(bytes);
+        for (auto& call : calls) call.workspace = attnlab::DeviceBuffer{workspace.data(), workspace.size()};
+      }
+      row.note = fmt::format("caller workspace, {} bytes", bytes);
+    }
     row.path = attnlab::forward(ctx, calls.front()).path;
     row.ran = true;
     if (s.S > kCheckMaxS || s.B > kCheckMaxB) {
@@ -202,7 +226,9 @@ std::vector<std::string> cells(const DecodeRow& r, Footnotes& notes, bool append
     out.insert(out.end(), {fmt_opt(us(r.append_ms), "{:.1f}"), fmt_opt(gbps(r.append_ms), "{:.1f}"),
                            fmt_opt(gbps(r.copy_ms), "{:.1f}")});
   }
-  out.push_back(r.sets > 1 ? fmt::format("{} input sets", r.sets) : std::string());
+  std::string note = r.sets > 1 ? fmt::format("{} input sets", r.sets) : std::string();
+  if (!r.note.empty()) note += (note.empty() ? "" : "; ") + r.note;
+  out.push_back(note);
   return out;
 }
 
@@ -260,7 +286,8 @@ int run_decode(const DecodeFlags& f) {
               if (p->sets.empty()) {
                 row.note = p->problem, row.skipped = p->budget;
               } else {
-                run_path(row, *p, f.plan, f.threads, reference, f.seed, f.append);
+                run_path(row, *p, f.plan, f.threads, reference, f.seed, f.append, f.workspace == "caller",
+                         f.stream == "own");
               }
               sinks.write(to_json_line(row));
               rows.push_back(std::move(row));
@@ -331,6 +358,14 @@ Action attach_decode(CLI::App& cmd) {
       ->group(grid);
 
   const char* run = "Run";
+  cmd.add_option("--workspace", f->workspace, "where GPU calls take their scratch: context (the context's own, "
+                                              "ordered between streams by an event after each call) or caller (one "
+                                              "buffer of workspace_size() bytes in args.workspace, as an engine "
+                                              "passes it)")
+      ->check(CLI::IsMember({"context", "caller"}))->capture_default_str()->group(run);
+  cmd.add_option("--stream", f->stream, "the GPU calls' stream: legacy (the context's default, the legacy default "
+                                        "stream) or own (a blocking stream of the lab's, set on the context)")
+      ->check(CLI::IsMember({"legacy", "own"}))->capture_default_str()->group(run);
   add_dtype_flag(cmd, *f, run);
   cmd.add_option("--path", f->paths, "comma-separated paths to time; 'auto' lets the library choose")
       ->delimiter(',')->capture_default_str()->group(run);

@@ -126,10 +126,11 @@ void synchronize(int device) {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
-Stream::Stream(int device) {
+Stream::Stream(int device, bool blocking) {
   check(cudaSetDevice(device), "cudaSetDevice");
   cudaStream_t s = nullptr;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check(cudaStreamCreateWithFlags(&s, blocking ? cudaStreamDefault : cudaStreamNonBlocking),
+        "cudaStreamCreateWithFlags");
   stream_ = s;
 }
 
@@ -245,7 +246,7 @@ void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
 CallTimes time_calls(const std::function<void(int)>&, int, int, int) { no_cuda(); }
 void synchronize(int) { no_cuda(); }
 void copy_on_device(void*, const void*, std::size_t) { no_cuda(); }
-Stream::Stream(int) { no_cuda(); }
+Stream::Stream(int, bool) { no_cuda(); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { no_cuda(); }
 GraphCapture::GraphCapture(int) { no_cuda(); }

@@ -89,11 +89,13 @@ class GraphCapture {
   void* exec_ = nullptr;    // cudaGraphExec_t
 };
 
-// A non-blocking CUDA stream of one GPU (cudaStreamNonBlocking: it does not wait for the legacy default stream),
-// owned by the lab: `attnlab ring` runs each rank's attention on one and its exchange on another.
+// A CUDA stream of one GPU owned by the lab: non-blocking by default (cudaStreamNonBlocking: it does not wait for
+// the legacy default stream; `attnlab ring` runs each rank's attention on one and its exchange on another), or
+// blocking, so that events on the legacy default stream (time_calls) still bracket the work on it (`attnlab decode
+// --stream own`).
 class Stream {
  public:
-  explicit Stream(int device = 0);
+  explicit Stream(int device = 0, bool blocking = false);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
