@@ -44,7 +44,7 @@ cp "$root/scripts/gpu-ring-check.sh" "$dist/ring-check.sh"
 mkdir -p "$dist/include/attnlab"
 cp "$build/include/attnlab/version.h" "$dist/include/attnlab/"
 cp "$root"/bench/peers.py "$root"/bench/summary.py "$root"/bench/flash_configs.py "$root"/bench/flash_table.py \
-  "$root"/bench/ncu_summary.py "$root"/bench/flash_ab.py "$root"/bench/flash_runs.py \
+  "$root"/bench/ncu_summary.py "$root"/bench/ncu_stalls.py "$root"/bench/flash_ab.py "$root"/bench/flash_runs.py \
   "$root"/bench/decode_peers.py "$root"/bench/python_overhead.py "$root"/bench/*.json "$dist/bench/"
 du -sh "$dist"
 echo "gpu-build: ready in $dist — on the GPU machine run: $dist/run.sh [OUT_DIR]"
