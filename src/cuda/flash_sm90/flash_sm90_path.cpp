@@ -28,10 +28,10 @@ namespace sm90 {
 
 int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
-  const bool h64 = d.Hqk == 64 && d.Hv == 64, h128 = d.Hqk == 128 && d.Hv == 128;
-  if (packed) return h64 || h128 ? 5 : 2;
-  if (h128 || (d.Hqk == 96 && d.Hv == 96) || (d.Hqk == 192 && d.Hv == 128)) return 5;
-  if (!h64) return 2;
+  if (!version_built(int(d.Hqk), int(d.Hv), 5)) return 2;  // 192/192 and 256
+  const bool h64 = d.Hqk == 64 && d.Hv == 64;
+  if (packed) return h64 || (d.Hqk == 128 && d.Hv == 128) ? 5 : 2;
+  if (!h64) return 5;
   const bool masked = p.mask.causal || p.mask.window_left >= 0 || p.mask.window_right >= 0;
   const std::int64_t long_from = masked ? 8192 : 4096;
   return d.T >= long_from && d.S >= long_from ? 6 : 5;

@@ -23,9 +23,9 @@ constexpr QueryPacking unpacked(int block_rows) { return {1, block_rows}; }
 // The packing a padded call runs: every query head of a KV head when there are several (N / K ≥ 2, at most the
 // block's rows) and the query sequence is short (T ≤ 64, where a block of one head would leave half its rows or
 // more empty); none otherwise. (A packed variable-length batch is never packed this way: its rows are sequences,
-// not positions, and varlen.cpp runs it unpacked.) Measured on the H200 (docs/perf-notes-flash-sm90.md) it was never slower than unpacked, also where
-// the packed blocks are fewer than the SMs (8–64 blocks on 132). Tuning::flash_pack_query_heads = 0 turns it off,
-// for measurements.
+// not positions, and varlen.cpp runs it unpacked.) Measured on the H200 (docs/perf-notes-flash-sm90.md) it was
+// never slower than unpacked, also where the packed blocks are fewer than the SMs (8–64 blocks on 132).
+// Tuning::flash_pack_query_heads = 0 turns it off, for measurements.
 QueryPacking query_packing(const core::Problem& p, int version);
 
 // Blocks of the call's grid under that packing: ⌈T / rows⌉ · (N / heads) · B.
