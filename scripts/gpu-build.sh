@@ -33,7 +33,8 @@ ln -s "$(basename "$lib_file")" "$dist/lib/$soname"
 ln -s "$soname" "$dist/lib/libattnlab.so"
 cp "$build/lab/attnlab" "$build/lab/launch_floor" "$build/lab/cudnn_direct" "$dist/bin/"
 cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$build/tests/test_gpu_embed" \
-  "$build/tests/test_gpu_fp8" "$build/tests/test_gpu_fp8_recipe" "$build/tests/gpu_teardown" "$dist/bin/"
+  "$build/tests/test_gpu_fp8" "$build/tests/test_gpu_fp8_recipe" "$build/tests/gpu_teardown" \
+  "$build/tests/split_kv_phases" "$dist/bin/"
 cp "$root/scripts/gpu-run.sh" "$dist/run.sh"
 cp "$root/scripts/gpu-flash-check.sh" "$dist/flash-check.sh"
 cp "$root/scripts/gpu-flash-profile.sh" "$dist/flash-profile.sh"
@@ -45,6 +46,6 @@ mkdir -p "$dist/include/attnlab"
 cp "$build/include/attnlab/version.h" "$dist/include/attnlab/"
 cp "$root"/bench/peers.py "$root"/bench/summary.py "$root"/bench/flash_configs.py "$root"/bench/flash_table.py \
   "$root"/bench/ncu_summary.py "$root"/bench/ncu_stalls.py "$root"/bench/flash_ab.py "$root"/bench/flash_runs.py \
-  "$root"/bench/decode_peers.py "$root"/bench/python_overhead.py "$root"/bench/*.json "$dist/bench/"
+  "$root"/bench/decode_peers.py "$root"/bench/decode_phases.py "$root"/bench/python_overhead.py "$root"/bench/*.json "$dist/bench/"
 du -sh "$dist"
 echo "gpu-build: ready in $dist — on the GPU machine run: $dist/run.sh [OUT_DIR]"

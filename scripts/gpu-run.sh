@@ -61,6 +61,15 @@ PY
          status=1 ;;
     esac
   done
+  # The split-KV kernels with phase stamps compute what the library's compute (tests/split_kv_phases.cu).
+  "$dist/bin/split_kv_phases" check > "$out/split-kv-phases.txt" 2>&1
+  rc=$?
+  case $rc in
+    0) echo "split_kv_phases check: passed" ;;
+    77) echo "split_kv_phases check: skipped ($(tail -1 "$out/split-kv-phases.txt"))" ;;
+    *) echo "split_kv_phases check: FAILED (exit $rc): $(tail -3 "$out/split-kv-phases.txt" | tr '\n' ' ')"
+       status=1 ;;
+  esac
 fi
 
 if [[ "$mode" != "--tests-only" ]]; then

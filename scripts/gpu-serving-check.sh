@@ -10,11 +10,14 @@
 #      backends, FlashAttention's flash_attn_with_kvcache where installed) on the same grid;
 #   4. `attnlab prefill` on the skewed (128 … 8k) and equal (8 × 2k) mixes, with and without a causal mask, the
 #      packed call on path auto (the sm_90a kernel where core/dispatch_policy.h's varlen rule picks it), on
-#      flash-sm80 (the split-KV kernel) and on cudnn (ragged), beside the padded and uniform calls.
-#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4").
+#      flash-sm80 (the split-KV kernel) and on cudnn (ragged), beside the padded and uniform calls;
+#   5. a decode step laid out block by block: `split_kv_phases check` (the stamped kernels' output equals the
+#      library's byte for byte), then `split_kv_phases measure` at B = 1 and 64, S = 32k, GQA 32/8, and
+#      bench/decode_phases.py's tables from its stamps (tests/split_kv_phases.cu).
+#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4"; 5 on request).
 #   serving-check.sh [OUT_DIR]
 # Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,synccheck.txt,decode.jsonl,decode-peers.jsonl,
-# prefill.jsonl,summary.txt}. Exits 1 when
+# prefill.jsonl,phases-b*.csv,phases.md,summary.txt}. Exits 1 when
 # a test fails, a sanitizer reports anything or a step runs out of time.
 set -uo pipefail
 dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -75,5 +78,17 @@ if [[ "$steps" == *" 4 "* ]]; then
   done
   say "attnlab prefill: $(wc -l < "$out/prefill.jsonl" 2>/dev/null || echo 0) rows (${SECONDS}s)"
 fi
+if [[ "$steps" == *" 5 "* ]]; then
+  bounded 120 "$dist/bin/split_kv_phases" check > "$out/phases-check.txt" 2>&1 || status=1
+  say "phase stamps: $(tail -1 "$out/phases-check.txt") (${SECONDS}s)"
+  for batch in 1 64; do
+    bounded 120 "$dist/bin/split_kv_phases" measure --batch "$batch" --context 32768 --heads 32/8 \
+      --out "$out/phases-b$batch.csv" >> "$out/phases-check.txt" 2>&1 || status=1
+    say "$(tail -1 "$out/phases-check.txt")"
+  done
+  python3 "$dist/bench/decode_phases.py" "$out"/phases-b*.csv > "$out/phases.md" || status=1
+  cat "$out/phases.md"
+fi
+
 say "serving-check: status $status (${SECONDS}s)"
 exit $status

@@ -15,6 +15,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
 #include "cuda/common/scratch_layout.h"
+#include "cuda/serving/split_kv_splits.h"
 
 namespace attnlab::cuda::serving {
 namespace {
@@ -37,9 +38,6 @@ bool launch_for_head_dim(int head_dim, const SplitKvParams& p, const SplitKvPlan
   }
 }
 
-constexpr int kBlockKeys = 64;  // SplitKvTraits::kBlockN
-constexpr int kMaxSplits = 128;  // split_kv_combine.cuh's kMaxCombineSplits
-
 // A tensor whose rows the kernel copies in 16-byte pieces: unit stride in the head dim, every other stride a
 // multiple of 8 elements, the data 16-byte aligned.
 std::optional<std::string> row_refusal(const char* name, const TensorView& t) {
@@ -51,8 +49,6 @@ std::optional<std::string> row_refusal(const char* name, const TensorView& t) {
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return fmt::format("{} must be 16-byte aligned", name);
   return std::nullopt;
 }
-
-int blocks_per_sm(std::int64_t head_dim) { return head_dim <= 128 ? 2 : 1; }  // SplitKvTraits::kBlocksPerSm
 
 struct Scratch {
   SplitKvPlan plan;
@@ -86,18 +82,8 @@ SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& 
   const std::int64_t blocks = std::int64_t(plan.q_tiles) * l.K * l.B;
   const DeviceProperties& device = device_properties(a.q.device_index);
   plan.dependent_launch = device.cc_major >= 9;
-  const std::int64_t slots = std::int64_t(device.sm_count) * blocks_per_sm(l.Hqk);
-  const std::int64_t key_tiles = (a.max_seqlen_k + kBlockKeys - 1) / kBlockKeys;
-  const std::int64_t forced = tuning.split_kv_splits;  // Tuning::split_kv_splits: asked for instead of chosen
-  if (forced > 0 && key_tiles > 1) {
-    const std::int64_t want = std::min<std::int64_t>({forced, key_tiles, kMaxSplits});
-    const std::int64_t per_split = (key_tiles + want - 1) / want;
-    plan.splits = int((key_tiles + per_split - 1) / per_split);
-  } else if (blocks > 0 && blocks < slots && key_tiles > 1) {
-    const std::int64_t want = std::min<std::int64_t>({(slots + blocks - 1) / blocks, key_tiles, kMaxSplits});
-    const std::int64_t per_split = (key_tiles + want - 1) / want;
-    plan.splits = int((key_tiles + per_split - 1) / per_split);
-  }
+  const std::int64_t slots = std::int64_t(device.sm_count) * split_kv_blocks_per_sm(l.Hqk);
+  plan.splits = split_kv_splits(blocks, slots, a.max_seqlen_k, tuning.split_kv_splits);
   return plan;
 }
 

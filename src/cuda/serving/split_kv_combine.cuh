@@ -13,6 +13,7 @@
 #include "cuda/serving/split_kv_epilogue.cuh"
 #include "cuda/serving/split_kv_load.cuh"
 #include "cuda/serving/split_kv_params.h"
+#include "cuda/serving/split_kv_phase_stamps.cuh"
 
 namespace attnlab::cuda::serving {
 
@@ -20,14 +21,18 @@ constexpr int kCombineThreads = 128;
 // Splits a combine takes: split_kv.cpp caps its plans at this (four per lane).
 constexpr int kMaxCombineSplits = 128;
 
-template <class Element, int kHeadDim>
+// Stamps: as the split kernel's (split_kv_phase_stamps.cuh).
+template <class Element, int kHeadDim, class Stamps = NoPhaseStamps>
 __global__ void __launch_bounds__(kCombineThreads) split_kv_combine_kernel(const __grid_constant__ SplitKvParams p) {
+  const Stamps stamps(p, p.combine_stamps_offset);
+  stamps.mark(Phase::entry);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched ahead of the split kernel's end (split_kv_launch.cuh): wait until its writes are visible. The kernel
   // after it may be launched now (the next decode step's split kernel waits on the device in turn).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+  stamps.mark(Phase::waited);
   constexpr int kWarps = kCombineThreads / 32;
   constexpr int kPerLane = kMaxCombineSplits / 32;
   constexpr int kChunks = (kHeadDim / 4 + 31) / 32;  // float4 columns per lane: lane + 32·k (none past the row)
@@ -35,7 +40,10 @@ __global__ void __launch_bounds__(kCombineThreads) split_kv_combine_kernel(const
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const std::int64_t q_row = blockIdx.x;
   const int head = blockIdx.y;
-  if (q_row >= clamp_to(p.cu_q[p.B * p.cu_q_stride], 0, p.total_q)) return;
+  if (q_row >= clamp_to(p.cu_q[p.B * p.cu_q_stride], 0, p.total_q)) {
+    stamps.finish(-1);
+    return;
+  }
 
   const std::int64_t split_stride = std::int64_t(p.total_q) * p.N;
   const float* lse = p.part_lse + q_row * p.N + head;
@@ -83,7 +91,7 @@ __global__ void __launch_bounds__(kCombineThreads) split_kv_combine_kernel(const
   for (int k = 0; k < kChunks; ++k)
     if (warp > 0 && 4 * (lane + 32 * k) < kHeadDim) sums[warp - 1][lane + 32 * k] = acc[k];
   __syncthreads();
-  if (warp > 0) return;
+  if (warp > 0) return;  // thread 0, which stamps, is in warp 0
 
   // Σ_s 2^(lse_s − shift) · O_s is the row's O times l; the sink then joins l.
   const FinishedRow f = FinishedRow::of(shift, l, sink_of(p, head));
@@ -102,6 +110,8 @@ __global__ void __launch_bounds__(kCombineThreads) split_kv_combine_kernel(const
                                                     flash::ptx::pack2<Element>(x.z * f.o_factor, x.w * f.o_factor));
   }
   if (lane == 0 && p.lse != nullptr) p.lse[head * p.lse_head + q_row * p.lse_row] = f.lse;
+  stamps.mark(Phase::stored);
+  stamps.finish(p.splits);
 }
 
 }  // namespace attnlab::cuda::serving

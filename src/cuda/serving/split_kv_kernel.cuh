@@ -30,11 +30,13 @@
 #include "cuda/serving/split_kv_load.cuh"
 #include "cuda/serving/split_kv_mma.cuh"
 #include "cuda/serving/split_kv_params.h"
+#include "cuda/serving/split_kv_phase_stamps.cuh"
 #include "cuda/serving/split_kv_score.cuh"
 
 namespace attnlab::cuda::serving {
 
-template <class Traits>
+// Stamps: NoPhaseStamps in the library, PhaseStamps in the diagnostic program (split_kv_phase_stamps.cuh).
+template <class Traits, class Stamps = NoPhaseStamps>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     split_kv_kernel(const __grid_constant__ SplitKvParams p) {
   using Load = SplitKvLoad<Traits>;
@@ -43,6 +45,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   using Scores = SplitKvScores<Traits::kNFrags>;
   constexpr int kBlockN = Traits::kBlockN, kStages = Traits::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
+  const Stamps stamps(p, 0);
+  stamps.mark(Phase::entry);
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched ahead of the previous kernel's end (split_kv_launch.cuh): wait until it has finished and its writes
@@ -52,13 +56,18 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+  stamps.mark(Phase::waited);
   const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
   const int q_tile_index = blockIdx.x / p.splits, split = blockIdx.x % p.splits;
   const int kv_head = blockIdx.y, b = blockIdx.z;
   const Sequence s = Sequence::read(p, b);
   const int rows = s.q_len * p.group;
   const int row0 = q_tile_index * Traits::kRows;
-  if (row0 >= rows) return;
+  if (row0 >= rows) {
+    stamps.mark(Phase::lengths);
+    stamps.finish(-1);
+    return;
+  }
 
   // The keys any row of the block sees, then this split's run of their tiles (possibly none: it still writes
   // its rows, as a split that saw nothing, for the combine).
@@ -69,6 +78,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   const int per_split = (tiles + p.splits - 1) / p.splits;
   const int run_begin = tiles_begin + min(tiles, split * per_split);
   const int run_tiles = min(tiles, (split + 1) * per_split) - min(tiles, split * per_split);
+  stamps.mark(Phase::lengths);
 
   // Shared memory: Q | key rows of the next two tiles (paged) | stages (K, V) …; the stages are the merge buffer
   // at the end.
@@ -145,6 +155,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     __syncthreads();  // tile `step` has landed for everyone, and everyone is done with the slot of step − 1
     load_tile(step + kStages - 1);
     if (step == 0) Mma::load_q(q_frags, q_tile, row_warp * 16, lane);
+    if (step == 0) stamps.mark(Phase::first_tile);
     const int slot = step % kStages;
     const int key0 = (run_begin + step) * kBlockN + group_key0;  // this warp's first key
     typename Mma::ScoreFrags sc;
@@ -161,6 +172,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     next_row = lookup(step + kStages + 1);
   }
 
+  stamps.mark(Phase::last_tile);
   flash::ptx::cp_async_wait<0>();
   __syncthreads();  // the stages become the merge buffer
   float* merge = reinterpret_cast<float*>(smem + Traits::kQBytes + Traits::kPagesBytes);
@@ -169,6 +181,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   Epilogue::stage(merge, o, m, l, warp, lane);
   __syncthreads();
   Epilogue::store(p, merge, s, kv_head, row0, split, thread);
+  stamps.mark(Phase::stored);
+  stamps.finish(run_tiles);
 }
 
 }  // namespace attnlab::cuda::serving

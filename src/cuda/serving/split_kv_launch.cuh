@@ -30,9 +30,10 @@ bool has_sm90_code(Kernel kernel, int device, std::atomic<unsigned long long>& k
   return (yes.load(std::memory_order_acquire) & bit) != 0;
 }
 
-template <class Traits>
+// Stamps: NoPhaseStamps for the library, PhaseStamps for tests/split_kv_phases.cu (split_kv_phase_stamps.cuh).
+template <class Traits, class Stamps = NoPhaseStamps>
 void launch_split_kv_rows(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
-  const auto kernel = split_kv_kernel<Traits>;
+  const auto kernel = split_kv_kernel<Traits, Stamps>;
   // Above 48 KB a kernel must opt in, once per function and device (the runtime call costs a microsecond).
   static std::atomic<unsigned long long> opted_in{0};
   const unsigned long long bit = 1ull << (plan.device % 64);
@@ -58,14 +59,9 @@ void launch_split_kv_rows(const SplitKvParams& p, const SplitKvPlan& plan, cudaS
   check_cuda(cudaLaunchKernelEx(&config, kernel, p), "split-KV kernel: launch");
 }
 
-template <class Element, int kHeadDim>
-void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
-  switch (plan.row_warps) {
-    case 1: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 1>>(p, plan, stream); break;
-    case 2: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 2>>(p, plan, stream); break;
-    default: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 4>>(p, plan, stream); break;
-  }
-  if (p.splits == 1) return;
+// The combine of a call with p.splits > 1.
+template <class Element, int kHeadDim, class Stamps = NoPhaseStamps>
+void launch_split_kv_combine(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(p.total_q), unsigned(p.N));  // a block per (query row, head)
   config.blockDim = dim3(kCombineThreads);
@@ -75,11 +71,21 @@ void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream
   cudaLaunchAttribute overlap{};
   overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   overlap.val.programmaticStreamSerializationAllowed = 1;
-  const auto combine = split_kv_combine_kernel<Element, kHeadDim>;
+  const auto combine = split_kv_combine_kernel<Element, kHeadDim, Stamps>;
   static std::atomic<unsigned long long> checked{0}, sm90_code{0};
   if (plan.dependent_launch && has_sm90_code(combine, plan.device, checked, sm90_code))
     config.attrs = &overlap, config.numAttrs = 1;
   check_cuda(cudaLaunchKernelEx(&config, combine, p), "split-KV combine: launch");
+}
+
+template <class Element, int kHeadDim>
+void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
+  switch (plan.row_warps) {
+    case 1: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 1>>(p, plan, stream); break;
+    case 2: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 2>>(p, plan, stream); break;
+    default: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 4>>(p, plan, stream); break;
+  }
+  if (p.splits > 1) launch_split_kv_combine<Element, kHeadDim>(p, plan, stream);
 }
 
 }  // namespace attnlab::cuda::serving

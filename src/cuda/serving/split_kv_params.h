@@ -53,6 +53,11 @@ struct SplitKvParams {
   int splits = 1;
   float* part_o = nullptr;
   float* part_lse = nullptr;
+
+  // Phase stamps (split_kv_phase_stamps.cuh): written only by kernels instantiated with PhaseStamps, which the
+  // diagnostic program tests/split_kv_phases.cu launches; the library leaves them null.
+  std::uint64_t* phase_stamps = nullptr;
+  std::int64_t combine_stamps_offset = 0;  // the combine's first record: the split kernel's block count
 };
 
 }  // namespace attnlab::cuda::serving

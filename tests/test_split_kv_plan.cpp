@@ -1,0 +1,49 @@
+// How many splits the split-KV kernel cuts a call's keys into (src/cuda/serving/split_kv_splits.h): the batch that
+// fills the GPU keeps one, decode at batch 1 gets enough to fill it, never more than its key tiles or the combine's
+// 128, and a forced count is honoured as equal runs of key tiles. Host code: runs without a GPU.
+#include <gtest/gtest.h>
+
+#include "cuda/serving/split_kv_splits.h"
+
+namespace {
+
+using attnlab::cuda::serving::split_kv_blocks_per_sm;
+using attnlab::cuda::serving::split_kv_splits;
+
+constexpr std::int64_t kH200Slots = 132 * 2;  // SMs · blocks per SM at Hqk 128
+
+TEST(SplitKvPlan, DecodeAtBatchOneFillsTheGpu) {
+  EXPECT_EQ(split_kv_blocks_per_sm(128), 2);
+  EXPECT_EQ(split_kv_blocks_per_sm(256), 1);
+  // GQA 32/8, one token: 8 blocks against 264 slots ask for 33 splits of 512 key tiles: runs of 16, so 32.
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 32768, 0), 32);
+  // 1000 keys are 16 tiles: no more splits than tiles.
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 1000, 0), 16);
+  // 4100 keys (65 tiles) asked for 33: runs of 2, 33 splits, the last holding one tile.
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 4100, 0), 33);
+}
+
+TEST(SplitKvPlan, FullBatchesAndSingleTilesKeepOneSplit) {
+  EXPECT_EQ(split_kv_splits(64 * 8, kH200Slots, 32768, 0), 1);  // batch 64 fills the GPU alone
+  EXPECT_EQ(split_kv_splits(kH200Slots, kH200Slots, 32768, 0), 1);
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 64, 0), 1);  // one key tile
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 0, 0), 1);   // no keys
+  EXPECT_EQ(split_kv_splits(0, kH200Slots, 32768, 0), 1);
+}
+
+TEST(SplitKvPlan, CappedAtTheCombinesSplits) {
+  // One block against 264 slots would ask for 264: the combine takes 128.
+  EXPECT_EQ(split_kv_splits(1, kH200Slots, 1 << 20, 0), 128);
+}
+
+TEST(SplitKvPlan, ForcedCountsAreEqualRuns) {
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 32768, 16), 16);
+  EXPECT_EQ(split_kv_splits(64 * 8, kH200Slots, 32768, 4), 4);  // forced even where the batch fills the GPU
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 32768, 1000), 128);  // capped
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 64 * 10, 3), 3);     // 10 tiles in runs of 4, 4, 2
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 64 * 10, 4), 4);     // runs of 3, 3, 3, 1
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 64 * 10, 6), 5);     // runs of 2: five of them, none empty
+  EXPECT_EQ(split_kv_splits(8, kH200Slots, 64, 8), 1);          // one tile cannot be split
+}
+
+}  // namespace
