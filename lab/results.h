@@ -26,7 +26,7 @@ struct ResultRow {
   std::optional<double> first_call_ms;        // the first call at a new shape (plan builds included)
   std::optional<double> host_ms;              // GPU paths: the host's time to issue one call (launch cost)
   std::optional<double> workspace_bytes;      // scratch memory the path used
-  std::optional<bool> graph;                  // true: timed as CUDA-graph replays (bench/sweep --graph)
+  std::optional<bool> graph;                  // true: timed as CUDA-graph replays (`attnlab bench` / `sweep --graph`)
   std::optional<double> softcap;              // the workload's softcap, when it has one (bench)
 };
 

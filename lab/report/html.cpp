@@ -13,7 +13,8 @@ namespace {
 
 const char* const kDims[] = {"B", "T", "S", "N", "K", "Hqk"};
 
-// A path as timed: CUDA-graph replays (bench/sweep --graph) are their own series next to the ordinary calls.
+// A path as timed: CUDA-graph replays (`attnlab bench` or `attnlab sweep` with --graph) are their own series next
+// to the ordinary calls.
 std::string timed_path(const Row& r) { return r.flag("graph") ? r.text("path") + " (graph replay)" : r.text("path"); }
 
 // Shown name of a path: peers are marked, so nobody mistakes a PyTorch number for one of ours.

@@ -42,8 +42,8 @@ std::unique_ptr<Ops> make_cpu_ops();
 // Kernels on GPU `device_index`, ordered on `stream`. Throws ErrorCode::unsupported in a build without CUDA.
 std::unique_ptr<Ops> make_cuda_ops(int device_index, void* stream);
 
-// CUDA stream ordering for the ring (ring_cuda_sync.cpp; every function throws ErrorCode::unsupported in a build
-// without CUDA). Events are created without timing unless asked.
+// CUDA stream ordering for the ring (ring_ops_cuda.cu; in a build without CUDA ring_ops_nocuda.cpp's functions
+// throw ErrorCode::unsupported). Events are created without timing unless asked.
 namespace gpu {
 void* event_create(int device_index, bool timing = false);
 void event_destroy(void* event) noexcept;

@@ -12,8 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "cuda/flash_sm90/traits.h"  // kConsumerRows
-#include "cuda/flash_sm90/traits.h"  // key_tile_rows, swizzle_row_bytes
+#include "cuda/flash_sm90/traits.h"  // kConsumerRows, key_tile_rows, swizzle_row_bytes
 
 namespace attnlab::cuda::sm90 {
 namespace {
