@@ -4,6 +4,9 @@
     attnlab.paths()                                   # what this build has and whether each path runs here
     out = attnlab.dot_product_attention(q, k, v, is_causal=True)
 
+For inference engines, varlen_attention, paged_attention and append_kv (packed variable-length batches and paged KV
+caches in FlashAttention's conventions) are in attnlab.serving and here.
+
 `dot_product_attention` has jax.nn.dot_product_attention's signature and semantics: (B, T, N, H) query, (B, S, K, H)
 key and value with N % K == 0 (GQA/MQA), an optional bias and boolean mask broadcast to (B, N, T, S), causal masking
 from the top-left diagonal, per-batch sequence lengths and a (left, right) local window. It takes any DLPack array
@@ -21,7 +24,8 @@ from ._arrays import array_kind
 Error = _attnlab.Error
 __version__ = _attnlab.__version__
 
-__all__ = ["Error", "dot_product_attention", "paths", "__version__"]
+__all__ = ["Error", "append_kv", "dot_product_attention", "paged_attention", "paths", "varlen_attention",
+           "__version__"]
 
 
 def paths() -> list:
@@ -74,3 +78,7 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale: Opt
                      view(kind.int32(key_value_seq_lengths, query)), view(_rank4(bias, "bias", kind)),
                      view(kind.mask(_rank4(mask, "mask", kind))), path, kind.stream(query))
     return kind.reshape(out, tuple(out.shape[1:])) if unbatched else out
+
+
+# The serving calls (serving.py): imported last, as they take _window from this module.
+from .serving import append_kv, paged_attention, varlen_attention  # noqa: E402

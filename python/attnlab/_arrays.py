@@ -1,5 +1,5 @@
 """The array libraries the package allocates outputs with: NumPy, PyTorch, CuPy. Each kind knows how to make an
-empty array like a given one (same library, device), a reshaped view, int32 lengths and a bool mask the library
+empty array like a given one (same library, device; its dtype or float32), a reshaped view, int32 lengths and a bool mask the library
 reads as bytes, the CUDA stream its library is ordering work on (the call runs there), and the cheapest object
 the extension can read an array through (`view`: the array itself, or a DLPack capsule made in C for torch, whose
 __dlpack__ is a Python method)."""
@@ -17,9 +17,9 @@ class _NumPy:
     view = staticmethod(_same)
 
     @staticmethod
-    def empty(shape, like):
+    def empty(shape, like, float32=False):
         import numpy as np
-        return np.empty(shape, dtype=like.dtype)
+        return np.empty(shape, dtype=np.float32 if float32 else like.dtype)
 
     @staticmethod
     def reshape(x, shape):
@@ -50,9 +50,9 @@ class _Torch:
     view = staticmethod(_torch_view)
 
     @staticmethod
-    def empty(shape, like):
+    def empty(shape, like, float32=False):
         import torch
-        return torch.empty(shape, dtype=like.dtype, device=like.device)
+        return torch.empty(shape, dtype=torch.float32 if float32 else like.dtype, device=like.device)
 
     @staticmethod
     def reshape(x, shape):
@@ -82,10 +82,10 @@ class _CuPy:
     view = staticmethod(_same)
 
     @staticmethod
-    def empty(shape, like):
+    def empty(shape, like, float32=False):
         import cupy
         with cupy.cuda.Device(like.device.id):
-            return cupy.empty(shape, dtype=like.dtype)
+            return cupy.empty(shape, dtype=cupy.float32 if float32 else like.dtype)
 
     @staticmethod
     def reshape(x, shape):

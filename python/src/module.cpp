@@ -14,70 +14,22 @@
 #include <string>
 #include <vector>
 
+#include "arrays.h"
 #include "attnlab/attention.h"
 #include "attnlab/version.h"
+#include "serving.h"
 #if ATTNLAB_JAX_FFI
 #include "jax_ffi.h"
 #endif
 
 namespace nb = nanobind;
-using Array = nb::ndarray<>;
+using attnlab_python::Array;
+using attnlab_python::lend_workspace;
+using attnlab_python::optional_view;
+using attnlab_python::thread_context;
+using attnlab_python::view_of;
 
 namespace {
-
-attnlab::DType dtype_of(const Array& a, const char* name) {
-  const nb::dlpack::dtype d = a.dtype();
-  const auto code = nb::dlpack::dtype_code(d.code);
-  if (d.lanes == 1) {
-    if (code == nb::dlpack::dtype_code::Float && d.bits == 32) return attnlab::DType::f32;
-    if (code == nb::dlpack::dtype_code::Float && d.bits == 16) return attnlab::DType::f16;
-    if (code == nb::dlpack::dtype_code::Bfloat && d.bits == 16) return attnlab::DType::bf16;
-    if (code == nb::dlpack::dtype_code::Int && d.bits == 32) return attnlab::DType::i32;
-    if ((code == nb::dlpack::dtype_code::Bool || code == nb::dlpack::dtype_code::UInt) && d.bits == 8)
-      return attnlab::DType::u8;
-  }
-  throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
-                       std::string(name) + ": element type (DLPack code " + std::to_string(int(d.code)) + ", " +
-                           std::to_string(int(d.bits)) + " bits) unsupported; use float32, float16, bfloat16 (int32 " +
-                           "lengths, bool masks)");
-}
-
-// A DLPack array as the library's view: its pointer, dtype, device and element strides.
-attnlab::TensorView view_of(const Array& a, const char* name) {
-  attnlab::TensorView v;
-  if (a.ndim() > std::size_t(attnlab::kMaxRank))
-    throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
-                         std::string(name) + " has " + std::to_string(a.ndim()) + " dimensions; at most 4");
-  v.data = a.data();
-  v.dtype = dtype_of(a, name);
-  if (a.device_type() == nb::device::cpu::value) {
-    v.device = attnlab::Device::cpu;
-  } else if (a.device_type() == nb::device::cuda::value) {
-    v.device = attnlab::Device::cuda;
-    v.device_index = a.device_id();
-  } else {
-    throw attnlab::Error(attnlab::ErrorCode::invalid_argument,
-                         std::string(name) + ": DLPack device type " + std::to_string(a.device_type()) +
-                             " unsupported; CPU or CUDA arrays");
-  }
-  v.rank = int(a.ndim());
-  for (std::size_t i = 0; i < a.ndim(); ++i) {
-    v.shape[i] = std::int64_t(a.shape(i));
-    v.strides[i] = a.stride(i);
-  }
-  return v;
-}
-
-attnlab::TensorView optional_view(const std::optional<Array>& a, const char* name) {
-  return a ? view_of(*a, name) : attnlab::TensorView{};
-}
-
-// One context per thread: a context is used by one thread at a time (attention.h), and its workspace and cuDNN
-// graphs are what make a repeated call cheap.
-attnlab::Context& thread_context() {
-  thread_local attnlab::Context ctx;
-  return ctx;
-}
 
 attnlab::Options options(std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
                          std::int64_t window_right, const std::optional<Array>& q_seqlens,
@@ -275,4 +227,5 @@ NB_MODULE(_attnlab, m) {
   def("backward_workspace_size", &backward_workspace_size,
       opts(nb::arg("query"), nb::arg("key"), nb::arg("value"), nb::arg("out"), nb::arg("d_out"), nb::arg("lse"),
            nb::arg("d_query"), nb::arg("d_key"), nb::arg("d_value")));
+  attnlab_python::bind_serving(m);
 }
