@@ -2,11 +2,11 @@
 # The Python package on a GPU machine that has no network, from a folder made by scripts/gpu-build.sh: compiles the
 # extension (python/src) with that machine's nanobind and jaxlib against the folder's libattnlab, and lays the
 # package out as `pip install .` would, in SITE (default /tmp/attnlab-site):
-#   SITE/attnlab/{__init__.py, jax.py, torch.py, _arrays.py, _attnlab*.so, libattnlab.so.X.Y}
+#   SITE/attnlab/{__init__.py, jax.py, torch.py, serving.py, _arrays.py, _attnlab*.so, libattnlab.so.X.Y}
 # so that the package's tests and bench/python_overhead.py run there against the same library as the C++ tests:
 #   PYTHONPATH=SITE python3 -m pytest python/tests
-# No CMake run and no second build of the library: two translation units (nanobind's own and the binding) in
-# parallel, about a minute. The compile flags are those nanobind_add_module(... NB_STATIC) uses (python/CMakeLists.txt).
+# No CMake run and no second build of the library: nanobind's own translation unit and the bindings' (the
+# sources of python/CMakeLists.txt's nanobind_add_module) in parallel, about a minute. The compile flags are those nanobind_add_module(... NB_STATIC) uses (python/CMakeLists.txt).
 # Usage, from the repository root on the GPU machine: scripts/gpu-python.sh DIST [SITE]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,7 +23,7 @@ soname="$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')"
 
 flags=(-O2 -DNDEBUG -std=c++17 -fPIC -fvisibility=hidden -fno-strict-aliasing -ffunction-sections -fdata-sections
        -I"$py_include" -I"$nb/include" -I"$nb/ext/robin_map/include" -I"$root/include" -I"$dist/include")
-sources=("$root/python/src/module.cpp")
+sources=("$root/python/src/module.cpp" "$root/python/src/arrays.cpp" "$root/python/src/serving.cpp")
 if [[ -n "$jax_include" && -f "$jax_include/xla/ffi/api/ffi.h" ]]; then
   flags+=(-DATTNLAB_JAX_FFI=1 -isystem "$jax_include")
   sources+=("$root/python/src/jax_ffi.cpp")

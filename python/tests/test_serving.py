@@ -3,7 +3,8 @@ reference that attends to each sequence on its own (include/attnlab/serving.h): 
 batch, GQA and MQA, causal from the bottom-right (the default) and the top-left, windows, softcap, attention sinks
 and the LSE; paged caches of 16- and 256-row pages with pages out of order and shared; append_kv into contiguous and
 paged caches, padded and packed, then attention over what it wrote; bad input raising attnlab.Error with the rule
-and writing nothing. PyTorch CPU tensors where torch is installed (skipped visibly elsewhere)."""
+and writing nothing. PyTorch CPU tensors where torch is installed, and a decode step on CUDA where it has a GPU
+(skipped visibly elsewhere)."""
 import math
 
 import numpy as np
@@ -220,3 +221,54 @@ def test_torch_cpu():
                                    is_causal=True)
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
     check(got.numpy(), reference_batch(q, k, v, q_lens, kv_lens, causal=True)[0])
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_torch_cuda_decode_step(paged):
+    """One decode step on the GPU (bf16, Hqk 128, GQA 8/2): append each sequence's new token, then attend with it
+    against its cache, on torch's current stream; against the float64 reference of the same bf16 values."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed: its tests are skipped")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU: the GPU serving test is skipped")
+    rng = np.random.default_rng([paged])
+    b, n, kh, h, page_size = 3, 8, 2, 128, 16
+    old_lens = np.array([1000, 0, 37], np.int32)
+    bf16 = lambda x: torch.from_numpy(x).to("cuda", torch.bfloat16)
+    old = [draw(rng, int(x), kh, h) for x in old_lens]
+    old_v = [draw(rng, int(x), kh, h) for x in old_lens]
+    new_k, new_v, q = draw(rng, b, kh, h), draw(rng, b, kh, h), draw(rng, b, n, h)
+    if paged:
+        pages_per_seq = 64
+        table = np.random.default_rng(5).permutation(b * pages_per_seq).reshape(b, pages_per_seq).astype(np.int32)
+        k_cache = np.zeros((b * pages_per_seq, page_size, kh, h), np.float32)
+        v_cache = np.zeros_like(k_cache)
+        for s in range(b):
+            for j in range(old_lens[s]):
+                k_cache[table[s, j // page_size], j % page_size] = old[s][j]
+                v_cache[table[s, j // page_size], j % page_size] = old_v[s][j]
+    else:
+        table = None
+        k_cache = np.zeros((b, 1024, kh, h), np.float32)
+        v_cache = np.zeros_like(k_cache)
+        for s in range(b):
+            k_cache[s, :old_lens[s]], v_cache[s, :old_lens[s]] = old[s], old_v[s]
+    tk, tv = bf16(k_cache), bf16(v_cache)
+    seqlens = torch.tensor(old_lens, device="cuda")
+    t_table = None if table is None else torch.tensor(table, device="cuda")
+    attnlab.append_kv(tk, tv, bf16(new_k[:, None]), bf16(new_v[:, None]), seqlens, block_table=t_table)
+    seqlens += 1
+    cu_q = torch.arange(b + 1, dtype=torch.int32, device="cuda")
+    if paged:
+        got = attnlab.paged_attention(bf16(q), tk, tv, t_table, seqlens, cu_q, 1, is_causal=True)
+    else:
+        lens = (old_lens + 1).tolist()
+        kp = torch.cat([tk[s, :lens[s]] for s in range(b)])
+        vp = torch.cat([tv[s, :lens[s]] for s in range(b)])
+        cu_k = torch.tensor(offsets(lens), device="cuda")
+        got = attnlab.varlen_attention(bf16(q), kp, vp, cu_q, cu_k, 1, max(lens), is_causal=True)
+    assert got.is_cuda and got.dtype == torch.bfloat16
+    as_f32 = lambda x: bf16(x).float().cpu().numpy()  # the reference sees the bf16 values the GPU saw
+    keys = np.concatenate([np.concatenate([as_f32(old[s]), as_f32(new_k[s:s + 1])]) for s in range(b)])
+    values = np.concatenate([np.concatenate([as_f32(old_v[s]), as_f32(new_v[s:s + 1])]) for s in range(b)])
+    want = reference_batch(as_f32(q), keys, values, [1] * b, list(old_lens + 1), causal=True)[0]
+    check(got.float().cpu().numpy(), want, tol=2e-2)
