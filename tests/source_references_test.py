@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Every path the repository's code and documents name resolves to something in the repository: a tracked file or
-folder (or files, for a pattern with *), relative to the repository's root or to the naming file's folder, a
-program built from a tracked source of that name, or a file the build generates from a tracked `.in` template.
-Scanned: tracked sources, scripts, CMake files and documents, outside docs/results/ and tests/data/ (measurement
-rows and test inputs quote what they quote) and this file. A path counts as one when it starts with one of the repository's
-top-level folders (src/, include/, tests/, bench/, docs/, scripts/, lab/, python/, examples/, cmake/, .ci/); a
-bare file name of the project's own kinds (.cpp, .cu, .cuh, .py: system headers are .h) must be the name of some
-tracked file, or of a tracked `.in` template.
+folder (or files, for a pattern with *), relative to the repository's root or to the naming file's folder, a program
+built from a tracked source of that name, or a file the build generates from a tracked `.in` template. Scanned:
+tracked sources, scripts, CMake files and documents, outside docs/results/ and tests/data/ (measurement rows and
+test inputs quote what they quote) and this file. A path counts as one when it starts with one of the repository's
+top-level folders (src/, include/, tests/, bench/, docs/, scripts/, lab/, python/, examples/, cmake/, .ci/); a bare
+file name of the project's own kinds (.cpp, .cu, .cuh, .py: system headers are .h) must be the name of some tracked
+file, or of a tracked `.in` template.
 
   python3 tests/source_references_test.py REPO_ROOT      exit 0 pass, 1 fail (the unresolved paths listed),
                                                            77 not a git checkout

@@ -63,7 +63,9 @@ struct DeviceArray {
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
   ~DeviceArray() { cudaFree(data); }
-  void upload(const std::vector<T>& host) { cuda_ok(cudaMemcpy(data, host.data(), count * sizeof(T), cudaMemcpyHostToDevice), "upload"); }
+  void upload(const std::vector<T>& host) {
+    cuda_ok(cudaMemcpy(data, host.data(), count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+  }
   std::vector<T> download() const {
     std::vector<T> host(count);
     cuda_ok(cudaMemcpy(host.data(), data, count * sizeof(T), cudaMemcpyDeviceToHost), "download");
@@ -83,11 +85,14 @@ struct Batch {
   std::unique_ptr<DeviceArray<float>> part;  // part_o then part_lse
   SplitKvParams params;
 
+  unsigned seed;  // of the inputs, fresh for every run (printed by check)
+
   Batch(std::vector<int> lens, int n, int kv_heads, int device)
       : B(int(lens.size())), N(n), K(kv_heads), kv_lens(std::move(lens)), total_k(sum(kv_lens)),
         max_k(*std::max_element(kv_lens.begin(), kv_lens.end())), q(std::size_t(B) * N * kHeadDim),
         k(std::size_t(total_k) * K * kHeadDim), v(k.count), o(q.count), cu_q(B + 1), cu_k(B + 1) {
-    std::mt19937 rng(20261204);
+    seed = std::random_device{}();
+    std::mt19937 rng(seed);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
     for (auto* t : {&q, &k, &v}) {
       std::vector<Element> host(t->count);
@@ -226,7 +231,8 @@ int check(int device) {
     const int count = !split_kernel ? 3 : no_tiles ? 5 : 6;
     int written = 0;
     for (int m = 0; m < Layout::kMarks; ++m) written += rec[Layout::kNs + m] != kUnwritten;
-    if (written != count) fail_at(r, std::to_string(written) + " marks written, " + std::to_string(count) + " expected");
+    if (written != count)
+      fail_at(r, std::to_string(written) + " marks written, " + std::to_string(count) + " expected");
     for (int i = 0; i < count; ++i) {
       if (rec[Layout::kNs + begin[i]] == kUnwritten || rec[Layout::kCycles + begin[i]] == kUnwritten)
         fail_at(r, "a mark missing");
@@ -237,15 +243,16 @@ int check(int device) {
     if (split_kernel) {
       // Grid (splits, K, B), one query tile: blockIdx.x is the split.
       const int split = int(block % batch.plan.splits), b = int(block / (batch.plan.splits * batch.K));
-      if (std::int64_t(rec[Layout::kTiles]) != expected_tiles(batch, split, b)) fail_at(r, "key tiles differ from the plan's");
+      if (std::int64_t(rec[Layout::kTiles]) != expected_tiles(batch, split, b))
+        fail_at(r, "key tiles differ from the plan's");
     } else if (std::int64_t(rec[Layout::kTiles]) != batch.plan.splits) {
       fail_at(r, "the combine's splits differ from the plan's");
     }
   }
   std::printf("split_kv_phases check: passed (%d splits, %lld split blocks, %lld combine blocks; outputs equal "
-              "byte for byte to attnlab::forward's)\n",
+              "byte for byte to attnlab::forward's; input seed %u)\n",
               batch.plan.splits, static_cast<long long>(batch.split_blocks()),
-              static_cast<long long>(batch.combine_blocks()));
+              static_cast<long long>(batch.combine_blocks()), batch.seed);
   return 0;
 }
 
@@ -285,7 +292,8 @@ int measure(int device, const MeasureArgs& m) {
   cuda_ok(cudaMemset(stamps.data, 0, stamps.count * sizeof(std::uint64_t)), "cudaMemset");
 
   for (int c = 0; c < m.calls; ++c) batch.launch<NoPhaseStamps>(stream, nullptr);  // warm-up
-  const double plain_us = time_per_call(stream, m.calls, m.groups, [&](int) { batch.launch<NoPhaseStamps>(stream, nullptr); });
+  const double plain_us =
+      time_per_call(stream, m.calls, m.groups, [&](int) { batch.launch<NoPhaseStamps>(stream, nullptr); });
   const double stamped_us = time_per_call(stream, m.calls, m.groups, [&](int c) {
     batch.launch<PhaseStamps>(stream, stamps.data + c * per_call);
   });
@@ -306,7 +314,8 @@ int measure(int device, const MeasureArgs& m) {
     for (std::int64_t r = 0; r < batch.records(); ++r) {
       const std::uint64_t* rec = &records[(c * batch.records() + r) * Layout::kSlots];
       std::fprintf(f, "%d,%s,%llu,%llu,%lld", c, r < batch.split_blocks() ? "split" : "combine",
-                   static_cast<unsigned long long>(rec[Layout::kBlock]), static_cast<unsigned long long>(rec[Layout::kSm]),
+                   static_cast<unsigned long long>(rec[Layout::kBlock]),
+                   static_cast<unsigned long long>(rec[Layout::kSm]),
                    static_cast<long long>(rec[Layout::kTiles]));
       for (int i = 0; i < 2 * Layout::kMarks; ++i) std::fprintf(f, ",%llu", static_cast<unsigned long long>(rec[i]));
       std::fprintf(f, "\n");

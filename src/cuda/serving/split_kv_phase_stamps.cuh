@@ -42,7 +42,8 @@ class PhaseStamps {
   // `first_record`: where this kernel's records start (0 for the split kernel, combine_stamps_offset for the
   // combine).
   __device__ __forceinline__ PhaseStamps(const SplitKvParams& p, std::int64_t first_record) {
-    const std::int64_t block = blockIdx.x + std::int64_t(gridDim.x) * (blockIdx.y + std::int64_t(gridDim.y) * blockIdx.z);
+    const std::int64_t block =
+        blockIdx.x + std::int64_t(gridDim.x) * (blockIdx.y + std::int64_t(gridDim.y) * blockIdx.z);
     record_ = threadIdx.x == 0 && p.phase_stamps != nullptr
                   ? p.phase_stamps + (first_record + block) * PhaseStampLayout::kSlots
                   : nullptr;
