@@ -14,6 +14,7 @@
 //       G groups, first with the unstamped kernels and then with the stamped ones (the stamps' own cost is the
 //       difference), then every stamped call's records to FILE (default split_kv_phases.csv), one CSV line per
 //       block, for bench/decode_phases.py.
+// Both plan the split count as the library does, ATTNLAB_SPLIT_KV_SPLITS included (Tuning::split_kv_splits).
 //
 // Exit status: 0 passed or measured; 1 failed; 2 bad arguments; 77 no GPU here (ctest: skipped).
 #include <cuda_bf16.h>
@@ -111,9 +112,10 @@ struct Batch {
     plan.row_warps = 1;  // group ≤ 16 rows: one warp of rows (split_kv.cpp's plan for one token)
     plan.q_tiles = 1;
     plan.dependent_launch = prop.major >= 9;
+    // As a context made now plans it: ATTNLAB_SPLIT_KV_SPLITS (Tuning::split_kv_splits) forces a count.
     plan.splits = split_kv_splits(std::int64_t(K) * B, std::int64_t(prop.multiProcessorCount) *
                                                            split_kv_blocks_per_sm(kHeadDim),
-                                  max_k, 0);
+                                  max_k, attnlab::Tuning::from_environment().split_kv_splits);
     SplitKvParams& p = params;
     p.q = q.data, p.q_row = std::int64_t(N) * kHeadDim, p.q_head = kHeadDim;
     p.o = o.data, p.o_row = p.q_row, p.o_head = kHeadDim;
@@ -130,6 +132,8 @@ struct Batch {
       p.part_o = part->data, p.part_lse = part->data + rows * kHeadDim;
     }
     p.combine_stamps_offset = split_blocks();
+    // The uploads went to the legacy stream, which the calls' non-blocking stream does not wait for.
+    cuda_ok(cudaDeviceSynchronize(), "uploads");
   }
 
   static int sum(const std::vector<int>& v) {
@@ -168,6 +172,9 @@ struct Batch {
   }
 };
 
+// A record's key tiles (split_kv_phase_stamps.cuh stores them plus one): −1 for a block without rows.
+std::int64_t tiles_of(const std::uint64_t* record) { return std::int64_t(record[Layout::kTiles]) - 1; }
+
 // The key tiles the plan gives block (split, kv_head, b): its split's run of the sequence's tiles.
 int expected_tiles(const Batch& batch, int split, int b) {
   const int tiles = (batch.kv_lens[b] + kSplitKvBlockKeys - 1) / kSplitKvBlockKeys;
@@ -182,22 +189,22 @@ int check(int device) {
   // Every slot starts as all ones, so that a slot the kernels did not write is told from a written 0 (SM 0, a
   // split without tiles).
   DeviceArray<std::uint64_t> stamps(std::size_t(batch.records()) * Layout::kSlots);
-  cuda_ok(cudaMemset(stamps.data, 0xff, stamps.count * sizeof(std::uint64_t)), "cudaMemset");
+  cuda_ok(cudaMemsetAsync(stamps.data, 0xff, stamps.count * sizeof(std::uint64_t), stream), "cudaMemset");
   DeviceArray<Element> o_library(batch.o.count);
 
   const std::size_t bytes = batch.o.count * sizeof(Element);
-  cuda_ok(cudaMemset(batch.o.data, 0xff, bytes), "poison");
+  cuda_ok(cudaMemsetAsync(batch.o.data, 0xff, bytes, stream), "poison");
   batch.launch<NoPhaseStamps>(stream, nullptr);
   cuda_ok(cudaStreamSynchronize(stream), "unstamped kernels");
   const auto plain = batch.o.download();
-  cuda_ok(cudaMemset(batch.o.data, 0xff, bytes), "poison");
+  cuda_ok(cudaMemsetAsync(batch.o.data, 0xff, bytes, stream), "poison");
   batch.launch<PhaseStamps>(stream, stamps.data);
   cuda_ok(cudaStreamSynchronize(stream), "stamped kernels");
   const auto stamped = batch.o.download();
   {
     attnlab::Context ctx;
     ctx.set_stream(stream);
-    cuda_ok(cudaMemset(o_library.data, 0xff, bytes), "poison");
+    cuda_ok(cudaMemsetAsync(o_library.data, 0xff, bytes, stream), "poison");
     batch.run_library(ctx, o_library.data);
     cuda_ok(cudaStreamSynchronize(stream), "library call");
   }
@@ -222,13 +229,19 @@ int check(int device) {
     const bool split_kernel = r < batch.split_blocks();
     const std::int64_t block = split_kernel ? r : r - batch.split_blocks();
     if (rec[Layout::kBlock] != std::uint64_t(block)) fail_at(r, "block index not recorded");
-    if (rec[Layout::kSm] == kUnwritten || rec[Layout::kTiles] == kUnwritten) fail_at(r, "SM or tiles not recorded");
-    // A split block whose run has no key tile never reaches the loop, so it has no first-tile mark; the combine
-    // marks entry, the wait and its stores.
-    const bool no_tiles = split_kernel && rec[Layout::kTiles] == 0;
-    const int marks[] = {0, 1, 2, 3, 4, 5}, no_tile_marks[] = {0, 1, 2, 4, 5}, combine_marks[] = {0, 1, 5};
-    const int* begin = !split_kernel ? combine_marks : no_tiles ? no_tile_marks : marks;
-    const int count = !split_kernel ? 3 : no_tiles ? 5 : 6;
+    if (rec[Layout::kSm] == kUnwritten || rec[Layout::kTiles] == kUnwritten)
+      fail_at(r, "SM or tiles not recorded");
+    const std::int64_t tiles = tiles_of(rec);
+    // The marks each kind of block makes: a split block whose run has no key tile never reaches the loop (no
+    // first-tile mark); one without rows returns after its lengths; the combine marks entry, the wait and its
+    // stores, or only the first two for a row past the batch.
+    const bool no_rows = tiles == -1, no_tiles = split_kernel && tiles == 0;
+    static const std::vector<int> all = {0, 1, 2, 3, 4, 5}, no_tile = {0, 1, 2, 4, 5}, rowless = {0, 1, 2},
+                                  combine = {0, 1, 5}, combine_rowless = {0, 1};
+    const std::vector<int>& expected = split_kernel ? (no_rows ? rowless : no_tiles ? no_tile : all)
+                                                    : (no_rows ? combine_rowless : combine);
+    const int* begin = expected.data();
+    const int count = int(expected.size());
     int written = 0;
     for (int m = 0; m < Layout::kMarks; ++m) written += rec[Layout::kNs + m] != kUnwritten;
     if (written != count)
@@ -243,9 +256,8 @@ int check(int device) {
     if (split_kernel) {
       // Grid (splits, K, B), one query tile: blockIdx.x is the split.
       const int split = int(block % batch.plan.splits), b = int(block / (batch.plan.splits * batch.K));
-      if (std::int64_t(rec[Layout::kTiles]) != expected_tiles(batch, split, b))
-        fail_at(r, "key tiles differ from the plan's");
-    } else if (std::int64_t(rec[Layout::kTiles]) != batch.plan.splits) {
+      if (tiles != expected_tiles(batch, split, b)) fail_at(r, "key tiles differ from the plan's");
+    } else if (tiles != batch.plan.splits) {
       fail_at(r, "the combine's splits differ from the plan's");
     }
   }
@@ -289,7 +301,7 @@ int measure(int device, const MeasureArgs& m) {
   cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   const std::int64_t per_call = batch.records() * Layout::kSlots;
   DeviceArray<std::uint64_t> stamps(std::size_t(per_call) * m.calls);
-  cuda_ok(cudaMemset(stamps.data, 0, stamps.count * sizeof(std::uint64_t)), "cudaMemset");
+  cuda_ok(cudaMemsetAsync(stamps.data, 0, stamps.count * sizeof(std::uint64_t), stream), "cudaMemset");
 
   for (int c = 0; c < m.calls; ++c) batch.launch<NoPhaseStamps>(stream, nullptr);  // warm-up
   const double plain_us =
@@ -315,8 +327,7 @@ int measure(int device, const MeasureArgs& m) {
       const std::uint64_t* rec = &records[(c * batch.records() + r) * Layout::kSlots];
       std::fprintf(f, "%d,%s,%llu,%llu,%lld", c, r < batch.split_blocks() ? "split" : "combine",
                    static_cast<unsigned long long>(rec[Layout::kBlock]),
-                   static_cast<unsigned long long>(rec[Layout::kSm]),
-                   static_cast<long long>(rec[Layout::kTiles]));
+                   static_cast<unsigned long long>(rec[Layout::kSm]), static_cast<long long>(tiles_of(rec)));
       for (int i = 0; i < 2 * Layout::kMarks; ++i) std::fprintf(f, ",%llu", static_cast<unsigned long long>(rec[i]));
       std::fprintf(f, "\n");
     }

@@ -16,8 +16,9 @@
 namespace attnlab::cuda::serving {
 
 // One block's record in SplitKvParams::phase_stamps: kMarks nanosecond stamps, then kMarks cycle stamps, then the
-// SM, the block's key tiles (the combine: the splits it merged; −1: a block with no rows, which returns after its
-// length reads) and its index. The
+// SM, the block's key tiles plus one (the combine: the splits it merged plus one; 0: a block with no rows, which
+// returns after its length reads; plus one so that no written value is all ones, a reader's "not written") and its
+// index. The
 // split kernel's blocks come first (blockIdx.x + gridDim.x · (blockIdx.y + gridDim.y · blockIdx.z)), the combine's
 // after them (SplitKvParams::combine_stamps_offset records on).
 struct PhaseStampLayout {
@@ -65,7 +66,7 @@ class PhaseStamps {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     record_[PhaseStampLayout::kSm] = sm;
-    record_[PhaseStampLayout::kTiles] = std::uint64_t(std::int64_t(tiles));
+    record_[PhaseStampLayout::kTiles] = std::uint64_t(std::int64_t(tiles) + 1);
   }
 
  private:
