@@ -1,4 +1,4 @@
-// DLPack arrays as the library's views, and the calling thread's context (arrays.h).
+// DLPack arrays as the library's views, the calls' shared options, and the calling thread's context (arrays.h).
 #include "arrays.h"
 
 #include <cstdint>
@@ -53,6 +53,24 @@ attnlab::TensorView view_of(const Array& a, const char* name) {
 
 attnlab::TensorView optional_view(const std::optional<Array>& a, const char* name) {
   return a ? view_of(*a, name) : attnlab::TensorView{};
+}
+
+attnlab::Options options(std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
+                         std::int64_t window_right, const std::optional<Array>& q_seqlens,
+                         const std::optional<Array>& kv_seqlens, const std::optional<Array>& bias,
+                         const std::optional<Array>& mask, const std::string& path) {
+  attnlab::Options o;
+  o.scale = scale;
+  o.mask.causal = causal;
+  o.mask.align = bottom_right ? attnlab::MaskAlign::bottom_right : attnlab::MaskAlign::top_left;
+  o.mask.window_left = window_left;
+  o.mask.window_right = window_right;
+  o.q_seqlens = optional_view(q_seqlens, "query_seq_lengths");
+  o.kv_seqlens = optional_view(kv_seqlens, "key_value_seq_lengths");
+  o.bias = optional_view(bias, "bias");
+  o.bool_mask = optional_view(mask, "mask");
+  o.path = path;
+  return o;
 }
 
 attnlab::Context& thread_context() {

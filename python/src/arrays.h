@@ -6,7 +6,9 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 
+#include <cstdint>
 #include <optional>
+#include <string>
 
 #include "attnlab/attention.h"
 #include "attnlab/serving.h"  // workspace_size(ctx, VarlenForwardArgs) for lend_workspace
@@ -20,6 +22,12 @@ using Array = nb::ndarray<>;
 attnlab::TensorView view_of(const Array& a, const char* name);
 // An absent array as an empty view.
 attnlab::TensorView optional_view(const std::optional<Array>& a, const char* name);
+
+// The options every call shares, from the bindings' arguments (absent arrays stay empty views).
+attnlab::Options options(std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
+                         std::int64_t window_right, const std::optional<Array>& q_seqlens,
+                         const std::optional<Array>& kv_seqlens, const std::optional<Array>& bias,
+                         const std::optional<Array>& mask, const std::string& path);
 
 // One context per thread: a context is used by one thread at a time (attention.h), and its workspace and cuDNN
 // graphs are what make a repeated call cheap.
@@ -42,6 +50,18 @@ void lend_workspace(attnlab::Context& ctx, Args& a, nb::handle workspace, std::o
     held = nb::cast<Array>(workspace);
   }
   a.workspace = attnlab::DeviceBuffer{held->data(), held->nbytes()};
+}
+
+// Runs call(ctx, a) on the calling thread's context, on `stream` (a cudaStream_t as an integer, 0 = legacy
+// default), with `workspace` lent as lend_workspace takes it, the GIL released for the call itself.
+template <class Args, class Call>
+std::string run_with_workspace(Args& a, std::uintptr_t stream, nb::handle workspace, Call call) {
+  attnlab::Context& ctx = thread_context();
+  ctx.set_stream(reinterpret_cast<void*>(stream));
+  std::optional<Array> held;
+  lend_workspace(ctx, a, workspace, held);
+  nb::gil_scoped_release release;
+  return call(ctx, a);
 }
 
 }  // namespace attnlab_python

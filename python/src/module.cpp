@@ -24,49 +24,13 @@
 
 namespace nb = nanobind;
 using attnlab_python::Array;
-using attnlab_python::lend_workspace;
 using attnlab_python::optional_view;
+using attnlab_python::options;
+using attnlab_python::run_with_workspace;
 using attnlab_python::thread_context;
 using attnlab_python::view_of;
 
 namespace {
-
-attnlab::Options options(std::optional<float> scale, bool causal, bool bottom_right, std::int64_t window_left,
-                         std::int64_t window_right, const std::optional<Array>& q_seqlens,
-                         const std::optional<Array>& kv_seqlens, const std::optional<Array>& bias,
-                         const std::optional<Array>& mask, const std::string& path) {
-  attnlab::Options o;
-  o.scale = scale;
-  o.mask.causal = causal;
-  o.mask.align = bottom_right ? attnlab::MaskAlign::bottom_right : attnlab::MaskAlign::top_left;
-  o.mask.window_left = window_left;
-  o.mask.window_right = window_right;
-  o.q_seqlens = optional_view(q_seqlens, "query_seq_lengths");
-  o.kv_seqlens = optional_view(kv_seqlens, "key_value_seq_lengths");
-  o.bias = optional_view(bias, "bias");
-  o.bool_mask = optional_view(mask, "mask");
-  o.path = path;
-  return o;
-}
-
-// A caller's scratch as the call's workspace: GPU paths then take all their scratch from it and allocate nothing
-// (attention.h, ForwardArgs::workspace). `workspace` is None (the context's own workspace serves), a uint8 array of
-// the call's device, or a callable allocate(nbytes) → such an array, called only when the call needs bytes. The
-// callable form asks the size here, so a caller imports its arrays once per call instead of once for the size
-// and once for the call. `held` keeps the array alive until the call has been issued.
-template <class Args>
-void lend_workspace(attnlab::Context& ctx, Args& a, nb::handle workspace, std::optional<Array>& held) {
-  if (workspace.is_none()) return;
-  if (PyCallable_Check(workspace.ptr())) {
-    const std::size_t bytes = attnlab::workspace_size(ctx, a);
-    a.workspace = attnlab::DeviceBuffer{nullptr, 0};
-    if (bytes == 0) return;
-    held = nb::cast<Array>(workspace(bytes));
-  } else {
-    held = nb::cast<Array>(workspace);
-  }
-  a.workspace = attnlab::DeviceBuffer{held->data(), held->nbytes()};
-}
 
 attnlab::ForwardArgs forward_args(const Array& q, const Array& k, const Array& v, const Array& o,
                                   const std::optional<Array>& lse, std::optional<float> scale, bool causal,
@@ -91,12 +55,9 @@ std::string forward(const Array& q, const Array& k, const Array& v, const Array&
                     nb::handle workspace) {
   attnlab::ForwardArgs a = forward_args(q, k, v, o, lse, scale, causal, bottom_right, window_left, window_right,
                                         q_seqlens, kv_seqlens, bias, mask, path);
-  attnlab::Context& ctx = thread_context();
-  ctx.set_stream(reinterpret_cast<void*>(stream));
-  std::optional<Array> held;
-  lend_workspace(ctx, a, workspace, held);
-  nb::gil_scoped_release release;
-  return attnlab::forward(ctx, a).path;
+  return run_with_workspace(a, stream, workspace, [](attnlab::Context& ctx, const attnlab::ForwardArgs& args) {
+    return attnlab::forward(ctx, args).path;
+  });
 }
 
 // The scratch bytes that call would need from a caller workspace (attnlab::workspace_size).
@@ -137,12 +98,9 @@ std::string backward(const Array& q, const Array& k, const Array& v, const Array
                      std::uintptr_t stream, nb::handle workspace) {
   attnlab::BackwardArgs a = backward_args(q, k, v, o, d_o, lse, dq, dk, dv, scale, causal, bottom_right, window_left,
                                           window_right, q_seqlens, kv_seqlens, bias, mask, path);
-  attnlab::Context& ctx = thread_context();
-  ctx.set_stream(reinterpret_cast<void*>(stream));
-  std::optional<Array> held;
-  lend_workspace(ctx, a, workspace, held);
-  nb::gil_scoped_release release;
-  return attnlab::backward(ctx, a).path;
+  return run_with_workspace(a, stream, workspace, [](attnlab::Context& ctx, const attnlab::BackwardArgs& args) {
+    return attnlab::backward(ctx, args).path;
+  });
 }
 
 std::size_t backward_workspace_size(const Array& q, const Array& k, const Array& v, const Array& o, const Array& d_o,

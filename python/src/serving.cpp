@@ -35,19 +35,13 @@ std::string varlen_forward(const Array& q, const Array& o, const std::optional<A
                                optional_view(block_table, "block_table"),
                                optional_view(cache_seqlens, "cache_seqlens")};
   a.sinks = optional_view(sinks, "sinks");
-  a.options.scale = scale;
+  // The layout carries the lengths; bias and boolean masks have no meaning across sequences (serving.h).
+  a.options = options(scale, causal, bottom_right, window_left, window_right, std::nullopt, std::nullopt,
+                      std::nullopt, std::nullopt, path);
   a.options.softcap = softcap;
-  a.options.mask.causal = causal;
-  a.options.mask.align = bottom_right ? attnlab::MaskAlign::bottom_right : attnlab::MaskAlign::top_left;
-  a.options.mask.window_left = window_left;
-  a.options.mask.window_right = window_right;
-  a.options.path = path;
-  attnlab::Context& ctx = thread_context();
-  ctx.set_stream(reinterpret_cast<void*>(stream));
-  std::optional<Array> held;
-  lend_workspace(ctx, a, workspace, held);
-  nb::gil_scoped_release release;
-  return attnlab::forward(ctx, a).path;
+  return run_with_workspace(a, stream, workspace, [](attnlab::Context& ctx, const attnlab::VarlenForwardArgs& args) {
+    return attnlab::forward(ctx, args).path;
+  });
 }
 
 // append_kv(...): new rows padded (B, T_new, K, H) or packed with cu_seqlens_new, into a contiguous cache
