@@ -108,7 +108,7 @@ class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 bool runs_or_is_refused(const Case& c, int version) {
   const bool built = version == 3   ? c.Hqk != 256
                      : version == 5 ? c.Hqk != 256 && !(c.Hqk == 192 && c.Hv == 192)
-                     : version >= 6 ? c.Hqk == 64 && c.Hv == 64
+                     : version == 6 || version == 7 ? c.Hqk == 64 && c.Hv == 64
                                     : true;
   if (built) return true;
   expect_forward_refused_on_device(c, "is not built at head dims " + std::to_string(c.Hqk) + "/" +
@@ -187,7 +187,7 @@ class GpuFlashSm90 : public ::testing::TestWithParam<DtypeVersion> {
   DType dtype() const { return std::get<0>(GetParam()); }
   int version() const { return std::get<1>(GetParam()); }
   // The version's main head dims: 128, or 64 for s6 and s7 (built there alone).
-  Case base_case() const { return sm90_case(dtype(), version() >= 6 ? Heads{64, 64} : Heads{128, 128}); }
+  Case base_case() const { return sm90_case(dtype(), version() == 6 || version() == 7 ? Heads{64, 64} : Heads{128, 128}); }
 };
 
 // Windows (with and without causal), query heads sharing KV heads (GQA 6/2, MQA 4/1), LSE.

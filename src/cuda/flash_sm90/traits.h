@@ -141,7 +141,8 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5 is built only where O fits apart (launch.h, version_built): its epilogue and Q release are tested that way.
+  // s5 and s7 are built only where O fits apart (launch.h, version_built): their epilogue and Q release are tested
+  // that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "s5 stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
   static_assert(kSmemAllocation <= kMaxSmemAllocation, "an sm_90 block may opt in to 227 KB of shared memory");
