@@ -249,6 +249,16 @@ TEST_P(GpuFlashSm90, ManyBlocksPerCta) {
     empty_rows.mask.causal = true;
     empty_rows.mask.align = attnlab::MaskAlign::bottom_right;  // rows below 1300 see no key
     check_forward(empty_rows, rng);
+    // Blocks of several key tiles (5 at 256 keys, the last holding 76) in CTAs that walk several blocks each: the
+    // pipeline's slots and phases, and s7's P·V issued before the next Q·Kᵀ, carried from one block's last tile
+    // into the next block's first.
+    Case long_keys = sm90_case(dtype(), heads);
+    long_keys.context = c.context;
+    long_keys.B = 2, long_keys.T = 300, long_keys.S = 1100, long_keys.N = 40, long_keys.K = 8;  // 240 blocks or more
+    check_forward(long_keys, rng);
+    long_keys.mask.causal = true;
+    long_keys.mask.align = attnlab::MaskAlign::bottom_right;
+    check_forward(long_keys, rng);
   }
 }
 
