@@ -6,19 +6,20 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set, bf16 on the default stream: 113×203 at
 #      every head dim and kernel version, 1023×1024 at head dim 128, s3's and s5's CTAs walking several blocks, and
 #      s2 with per-batch lengths (the V rows past a length zeroed in shared memory), s2 and s5 with query heads
-#      packed into one block, s6 (three consumer warpgroups) at head dim 64;
+#      packed into one block, s6 (three consumer warpgroups) and s7 (256-key tiles) at head dim 64;
 #      ATTNLAB_SM90_TESTS=0 skips step 1, ATTNLAB_SM90_SANITIZERS lists the tools of step 2 ("" skips it), so the
 #      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6"): attnlab bench (flash-sm90, and in
-#      the first version's process cudnn; s6 over the head-dim-64 rows alone), flash-sm80 in a process of its own
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6 7"): attnlab bench (flash-sm90, and in
+#      the first version's process cudnn; s6 and s7 over the head-dim-64 rows alone), flash-sm80 in a process of its own
 #      (ATTNLAB_FLASH_CONFIG would force its tile configuration too) and bench/peers.py (torch-flash = FA2) on
 #      bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
 #      workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128 256"), then
 #      bench/flash_table.py per version (rows labelled flash-sm90-sN).
 #   sm90-check.sh [OUT_DIR] [--no-table | --table-only]
-# Steps 1–2 and step 3 each fit one device call of 10 minutes; with every head dim, both together may not: run
-# them as two calls then (--no-table, then --table-only into another OUT_DIR).
+# Each step fits one device call of 10 minutes; together they do not (the grid is over 700 tests with s7): run
+# them as three calls (ATTNLAB_SM90_SANITIZERS="" --no-table; ATTNLAB_SM90_TESTS=0 --no-table; --table-only), each
+# into its own OUT_DIR, with nothing else on the GPU during step 2 (three sanitizers side by side ran past 150 s).
 # Writes OUT_DIR/{tests.txt,sanitizer-*.txt,fwd-*.jsonl,table-s*.md,summary.txt}. Exits 1 when a test fails, a
 # sanitizer reports anything or a step runs out of time.
 set -uo pipefail
@@ -33,18 +34,24 @@ SECONDS=0
 say() { echo "$*" | tee -a "$out/summary.txt"; }
 
 if [[ "$table" != "--table-only" && "${ATTNLAB_SM90_TESTS:-1}" != 0 ]]; then
-  shards="${ATTNLAB_TEST_SHARDS:-$(( $(nproc) > 2 ? $(nproc) / 2 : 1 ))}"
+  shards="${ATTNLAB_TEST_SHARDS:-$(nproc)}"
   pids=()
   for ((i = 0; i < shards; ++i)); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 240 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
+    # Not brief: a shard cut by its bound still shows which of its tests passed.
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 420 "$dist/bin/test_gpu_flash" \
       --gtest_filter='*Sm90*:*FlashFamily*' > "$out/tests-$i.txt" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  unfinished=$(grep -L '^\[  PASSED  \]' "$out"/tests-*.txt | wc -l)
   cat "$out"/tests-*.txt > "$out/tests.txt" && rm -f "$out"/tests-*.txt
-  passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$out/tests.txt" | awk '{ n += $4 } END { print n + 0 }')
-  say "tests: $passed passed, $(grep -c '^\[  FAILED  \] [A-Za-z]' "$out/tests.txt") failed, $shards shards" \
+  total=$("$dist/bin/test_gpu_flash" --gtest_list_tests --gtest_filter='*Sm90*:*FlashFamily*' | grep -c '^  ')
+  passed=$(grep -c '^\[       OK \]' "$out/tests.txt")
+  named() { grep -E "^\[  $1 *\] [A-Za-z]" "$out/tests.txt" | sed "s/ (.*)$//" | sort -u | wc -l; }  # each test once (run and summary)
+  say "tests: $passed of $total passed, $(named FAILED) failed, $(named SKIPPED) skipped, $shards shards" \
+      "($unfinished cut by the bound)" \
       "(${SECONDS}s)"
+  (( unfinished == 0 )) || status=1
   grep -E '^\[  FAILED  \] [A-Za-z]|Failure$' "$out/tests.txt" | head -20 | tee -a "$out/summary.txt"
   # A run where every test skipped (no Hopper GPU, or a build without the kernels) shows nothing: it fails.
   if [[ $passed == 0 ]]; then
@@ -65,6 +72,9 @@ if [[ "$table" != "--table-only" ]]; then
   # and s6's three consumer warpgroups (its ring of turns, the key padding's barrier over 384 threads)
   filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h64_203x113_s6:*GpuFlashSm90.SequenceLengths/bf16_s6'
   filter+=':*GpuFlashSm90.PackedQueryHeads/bf16_s6'
+  # and s7's 256-key tiles (P·V waited for before the next Q·Kᵀ; lengths inside a tile)
+  filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h64_203x113_s7:*GpuFlashSm90.SequenceLengths/bf16_s7'
+  filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s7:*GpuFlashSm90.PackedQueryHeads/bf16_s7'
   for tool in ${ATTNLAB_SM90_SANITIZERS-memcheck racecheck synccheck}; do
     log="$out/sanitizer-$tool.txt"
     timeout 150 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
@@ -90,13 +100,13 @@ PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
-  # s6 is built at head dim 64 alone (src/cuda/flash_sm90/launch.h, version_built): it runs those rows.
+  # s6 and s7 are built at head dim 64 alone (src/cuda/flash_sm90/launch.h, version_built): they run those rows.
   python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["workloads"] = [w for w in s["workloads"] if w["Hqk"] == 64 and w["Hv"] == 64]; json.dump(s, open(sys.argv[2], "w"))' \
     "$workloads" "$out/workloads-sm90-h64.json"
-  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5 6})
+  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5 6 7})
   for version in "${versions[@]}"; do
     paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
-    version_workloads="$workloads"; [[ $version == 6 ]] && version_workloads="$out/workloads-sm90-h64.json"
+    version_workloads="$workloads"; [[ $version == 6 || $version == 7 ]] && version_workloads="$out/workloads-sm90-h64.json"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$version_workloads" \
       --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
     if [[ $version == "${versions[0]}" ]]; then  # the sm_80 family at its own tile choice, beside the first version

@@ -144,7 +144,7 @@ struct Tuning {
   // stands for a smaller GPU (101376 runs the sm_86/sm_89 configurations on any GPU).
   std::int64_t flash_smem_limit = -1;
   // ATTNLAB_FLASH_CONFIG: on flash-sm80, forces the i-th tile configuration of a head dim's list (−1 = chosen per
-  // call); on flash-sm90, kernel version s<i> (1, 2 or 3). Path `flash` with either field set
+  // call); on flash-sm90, kernel version s<i> (1 … 7). Path `flash` with either field set
   // runs flash-sm80, which both describe.
   int flash_config = -1;
   // ATTNLAB_FLASH_SECTION_HEADS: (batch, head) pairs per longest-first scheduling section (0 = chosen per call;

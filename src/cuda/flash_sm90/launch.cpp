@@ -21,32 +21,27 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
 }
 
 namespace {
+// A version built at some head dims only (launch.h, version_built); the path's rules refuse the others first.
+template <class Element, int kHeadQK, int kHeadV, int kVersion>
+void launch_where_built(const KernelParams& params, int device, cudaStream_t stream) {
+  if constexpr (version_built(kHeadQK, kHeadV, kVersion))
+    return launch_forward<Element, kHeadQK, kHeadV, kVersion>(params, device, stream);
+  core::fail(ErrorCode::internal, "flash-sm90: s{} is not built at head dims {}/{} (the path's rules rule it out)",
+             kVersion, kHeadQK, kHeadV);
+}
+
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 7);
-  if (version == 6) {
-    if constexpr (version_built(kHeadQK, kHeadV, 6))
-      return launch_forward<Element, kHeadQK, kHeadV, 6>(params, device, stream);
-    core::fail(ErrorCode::internal, "flash-sm90: s6 is not built at head dims {}/{} (the path's rules rule it out)",
-               kHeadQK, kHeadV);
-  }
-  if (version == 5) {
-    if constexpr (version_built(kHeadQK, kHeadV, 5))
-      return launch_forward<Element, kHeadQK, kHeadV, 5>(params, device, stream);
-    core::fail(ErrorCode::internal, "flash-sm90: s5 is not built at head dims {}/{} (the path's rules rule it out)",
-               kHeadQK, kHeadV);
-  }
+  static_assert(kVersions == 8);
+  if (version == 7) return launch_where_built<Element, kHeadQK, kHeadV, 7>(params, device, stream);
+  if (version == 6) return launch_where_built<Element, kHeadQK, kHeadV, 6>(params, device, stream);
+  if (version == 5) return launch_where_built<Element, kHeadQK, kHeadV, 5>(params, device, stream);
   if (version == 4) {
     if constexpr (compiled_version(kHeadQK, 4) == 4)
       return launch_forward<Element, kHeadQK, kHeadV, 4>(params, device, stream);
     return launch_forward<Element, kHeadQK, kHeadV, 2>(params, device, stream);
   }
-  if (version == 3) {
-    if constexpr (version_built(kHeadQK, kHeadV, 3))
-      return launch_forward<Element, kHeadQK, kHeadV, 3>(params, device, stream);
-    core::fail(ErrorCode::internal, "flash-sm90: s3 is not built at head dim {} (the path's rules rule it out)",
-               kHeadQK);
-  }
+  if (version == 3) return launch_where_built<Element, kHeadQK, kHeadV, 3>(params, device, stream);
   if (version == 2) return launch_forward<Element, kHeadQK, kHeadV, 2>(params, device, stream);
   return launch_forward<Element, kHeadQK, kHeadV, 1>(params, device, stream);
 }

@@ -181,11 +181,11 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
   }
 }
 
-// Versions s1–s6 (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
+// Versions s1–s7 (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
 // tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still
-// on the tensor cores; O is rescaled only after that P·V completes. Between the consumer warpgroups, MmaTurns
-// makes them take turns issuing their GEMMs, so that one's softmax runs under another's MMAs (ping-pong) instead
-// of all competing at once.
+// on the tensor cores; O is rescaled only after that P·V completes (s7 waits for P·V(j) before issuing the Q·Kᵀ:
+// Traits::kPvBeforeQk). Between the consumer warpgroups, MmaTurns makes them take turns issuing their GEMMs, so
+// that one's softmax runs under another's MMAs (ping-pong) instead of all competing at once.
 template <class Traits>
 __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
                                    const BlockWork& w, const BlockSchedule& at, int consumer, int warp, int lane,
@@ -229,19 +229,34 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     pipe.wait_k(now);
     pipe.wait_v(before);
     turns.begin(step);
-    c.mma.issue_qk(s, k_tile<Traits>(smem, now));
-    c.mma.issue_pv(o, a, v_tile<Traits>(smem, before));
-    turns.end(step);
-    ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
+    if constexpr (Traits::kPvBeforeQk) {
+      // P·V(step − 1) first and waited for within the turn: P's registers are free before Q·Kᵀ(step) writes S
+      // (traits.h). The tensor cores stay busy with it meanwhile; this warpgroup's softmax then runs under the
+      // other warpgroup's turn.
+      c.mma.issue_pv(o, a, v_tile<Traits>(smem, before));
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(o);
+      pipe.release_v(before, lane);
+      c.mma.issue_qk(s, k_tile<Traits>(smem, now));
+      turns.end(step);
+      ptx::wgmma_wait<0>();
+    } else {
+      c.mma.issue_qk(s, k_tile<Traits>(smem, now));
+      c.mma.issue_pv(o, a, v_tile<Traits>(smem, before));
+      turns.end(step);
+      ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
+    }
     ptx::fence_registers(s);
     pipe.release_k(now, lane);
     if constexpr (Traits::kOwnOBuffer)
       if (step == tiles - 1) pipe.release_q(lane);
     float correction[2];
     scores_to_probabilities<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane, softmax, correction);
-    ptx::wgmma_wait<0>();
-    ptx::fence_registers(o);
-    pipe.release_v(before, lane);
+    if constexpr (!Traits::kPvBeforeQk) {
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(o);
+      pipe.release_v(before, lane);
+    }
     OnlineSoftmax::rescale(o, correction);
     probabilities_to_operand<Element>(s, a);
   }

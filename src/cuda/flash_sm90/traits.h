@@ -17,17 +17,22 @@ constexpr int swizzle_row_bytes(int head_qk) { return head_qk == 96 ? 64 : 128; 
 //   at 192 (Hv 192 or 128), 112 keys: two slots each of K and V of 128 keys would not fit in shared memory
 //     (48 + 96 + 96 KB), of 112 they do (48 + 84 + 84 KB at Hv 192);
 //   in version s4 at 128, 176 keys (FlashAttention-3's choice at head dim 128 without a mask), which give each
-//     softmax step 1.375× the MMA work: S, P and O take 88 + 44 + 64 registers.
+//     softmax step 1.375× the MMA work: S, P and O take 88 + 44 + 64 registers;
+//   in version s7 (built at head dim 64 alone), 256 keys, cuDNN's tile there: twice the MMA work per softmax step
+//     of a 128-key tile, and no partly empty last tile at the power-of-two lengths 192 keys lost at
+//     (docs/perf-notes-flash-sm90.md). S, P and O take 128 + 64 + 32 registers, so s7 lets each P·V finish before
+//     the next Q·Kᵀ is issued (Traits::kPvBeforeQk) and S and P are never live together.
 // Plain C++: the host side sizes the TMA boxes with it.
 constexpr int key_tile_rows(int head_qk, int version) {
   if (head_qk == 256) return 64;
   if (head_qk == 192) return 112;
+  if (version == 7) return 256;
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5. Plain C++: the
-// host side places the counter in the call's scratch for it.
-constexpr bool walks_dynamically(int version) { return version == 5; }
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5 and s7. Plain
+// C++: the host side places the counter in the call's scratch for it.
+constexpr bool walks_dynamically(int version) { return version == 5 || version == 7; }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
 constexpr int kConsumerRows = 64;
@@ -48,17 +53,23 @@ constexpr int compiled_version(int head_dim, int version) {
 // warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
 // only), 3 = s3 (s2 in persistent CTAs walking a static list), 4 = s4 (s2 with 176-key tiles at head dim 128),
 // 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits),
-// 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block);
+// 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
+// tiles at head dim 64, each P·V finished before the next Q·Kᵀ);
 // docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kVersion >= 1 && kVersion <= 6, "kernel versions s1 … s6");
+  static_assert(kVersion >= 1 && kVersion <= 7, "kernel versions s1 … s7");
+  static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
   // s5: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one at a
   // time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
   static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
+  // s7: inside a warpgroup, P·V(j − 1) completes before Q·Kᵀ(j) is issued (mainloop.cuh), instead of the two
+  // running together, so that the 256-key S and the P of the tile before never need registers at once (128 + 64
+  // beside O's 32 would not fit in 224). The softmax still runs under the other warpgroup's GEMMs (ping-pong).
+  static constexpr bool kPvBeforeQk = kVersion == 7;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -130,7 +141,8 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5 is built only where O fits apart (launch.h, version_built): its epilogue and Q release are tested that way.
+  // s5 and s7 are built only where O fits apart (launch.h, version_built): their epilogue and Q release are tested
+  // that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "s5 stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
   static_assert(kSmemAllocation <= kMaxSmemAllocation, "an sm_90 block may opt in to 227 KB of shared memory");
