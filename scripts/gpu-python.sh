@@ -6,7 +6,8 @@
 # so that the package's tests and bench/python_overhead.py run there against the same library as the C++ tests:
 #   PYTHONPATH=SITE python3 -m pytest python/tests
 # No CMake run and no second build of the library: nanobind's own translation unit and the bindings' (the
-# sources of python/CMakeLists.txt's nanobind_add_module) in parallel, about a minute. The compile flags are those nanobind_add_module(... NB_STATIC) uses (python/CMakeLists.txt).
+# sources of python/CMakeLists.txt's nanobind_add_module) in parallel, about a minute. The compile flags are those
+# nanobind_add_module(... NB_STATIC) uses (python/CMakeLists.txt).
 # Usage, from the repository root on the GPU machine: scripts/gpu-python.sh DIST [SITE]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -10,10 +10,10 @@
 #      ATTNLAB_SM90_TESTS=0 skips step 1, ATTNLAB_SM90_SANITIZERS lists the tools of step 2 ("" skips it), so the
 #      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6 7"): attnlab bench (flash-sm90, and in
-#      the first version's process cudnn; s6 and s7 over the head-dim-64 rows alone), flash-sm80 in a process of its own
-#      (ATTNLAB_FLASH_CONFIG would force its tile configuration too) and bench/peers.py (torch-flash = FA2) on
-#      bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6 7"): attnlab bench (flash-sm90,
+#      and in the first version's process cudnn; s6 and s7 over the head-dim-64 rows alone), flash-sm80 in a
+#      process of its own (ATTNLAB_FLASH_CONFIG would force its tile configuration too) and bench/peers.py
+#      (torch-flash = FA2) on bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
 #      workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128 256"), then
 #      bench/flash_table.py per version (rows labelled flash-sm90-sN).
 #   sm90-check.sh [OUT_DIR] [--no-table | --table-only]
@@ -47,7 +47,8 @@ if [[ "$table" != "--table-only" && "${ATTNLAB_SM90_TESTS:-1}" != 0 ]]; then
   cat "$out"/tests-*.txt > "$out/tests.txt" && rm -f "$out"/tests-*.txt
   total=$("$dist/bin/test_gpu_flash" --gtest_list_tests --gtest_filter='*Sm90*:*FlashFamily*' | grep -c '^  ')
   passed=$(grep -c '^\[       OK \]' "$out/tests.txt")
-  named() { grep -E "^\[  $1 *\] [A-Za-z]" "$out/tests.txt" | sed "s/ (.*)$//" | sort -u | wc -l; }  # each test once (run and summary)
+  # Tests with a status: each once (gtest names them as they end and again in its summary).
+  named() { grep -E "^\[  $1 *\] [A-Za-z]" "$out/tests.txt" | sed "s/ (.*)$//" | sort -u | wc -l; }
   say "tests: $passed of $total passed, $(named FAILED) failed, $(named SKIPPED) skipped, $shards shards" \
       "($unfinished cut by the bound)" \
       "(${SECONDS}s)"
@@ -106,7 +107,8 @@ PY
   versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5 6 7})
   for version in "${versions[@]}"; do
     paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
-    version_workloads="$workloads"; [[ $version == 6 || $version == 7 ]] && version_workloads="$out/workloads-sm90-h64.json"
+    version_workloads="$workloads"
+    [[ $version == 6 || $version == 7 ]] && version_workloads="$out/workloads-sm90-h64.json"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$version_workloads" \
       --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
     if [[ $version == "${versions[0]}" ]]; then  # the sm_80 family at its own tile choice, beside the first version

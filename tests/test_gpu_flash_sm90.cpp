@@ -187,7 +187,10 @@ class GpuFlashSm90 : public ::testing::TestWithParam<DtypeVersion> {
   DType dtype() const { return std::get<0>(GetParam()); }
   int version() const { return std::get<1>(GetParam()); }
   // The version's main head dims: 128, or 64 for s6 and s7 (built there alone).
-  Case base_case() const { return sm90_case(dtype(), version() == 6 || version() == 7 ? Heads{64, 64} : Heads{128, 128}); }
+  Case base_case() const {
+    const bool head_dim_64_only = version() == 6 || version() == 7;
+    return sm90_case(dtype(), head_dim_64_only ? Heads{64, 64} : Heads{128, 128});
+  }
 };
 
 // Windows (with and without causal), query heads sharing KV heads (GQA 6/2, MQA 4/1), LSE.

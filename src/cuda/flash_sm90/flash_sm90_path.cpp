@@ -90,7 +90,8 @@ namespace {
 constexpr const char* kName = "flash-sm90";
 
 // The call's scratch: per-batch lengths that must be placed on the device (host tensors, strided ones; 2·B int32,
-// cuda/common/seqlens.h), then the block counter of s5 and s7 where their CTAs walk several blocks (launch.h). 16-byte pieces.
+// cuda/common/seqlens.h), then the block counter of s5 and s7 where their CTAs walk several blocks (launch.h).
+// 16-byte pieces.
 struct ScratchLayout {
   std::size_t counter_offset = 0, bytes = 0;
   bool counter = false;

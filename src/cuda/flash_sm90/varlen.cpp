@@ -49,9 +49,10 @@ core::Problem as_problem(const VarlenForwardArgs& a, const core::VarlenLayout& l
   return p;
 }
 
-// The block counter of s5 and s7 (scheduler.cuh, DynamicWalk) where the batch's blocks outnumber the SMs: a 16-byte piece of
-// scratch, as for a padded call (flash_sm90_path.cpp). The grid has a block per ⌈max_seqlen_q / rows⌉ position
-// blocks of every sequence and query head (those past a sequence's length exit at once).
+// The block counter of s5 and s7 (scheduler.cuh, DynamicWalk) where the batch's blocks outnumber the SMs: a
+// 16-byte piece of scratch, as for a padded call (flash_sm90_path.cpp). The grid has a block per
+// ⌈max_seqlen_q / rows⌉ position blocks of every sequence and query head (those past a sequence's length exit at
+// once).
 std::size_t counter_bytes(const core::Problem& p, int version) {
   if (!walks_dynamically(version)) return 0;
   const long long blocks = block_count(p, unpacked(query_block_rows(version)));
