@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/problem.h"
+#include "cuda/flash_sm90/versions.h"
 
 namespace attnlab::cuda::sm90 {
 
@@ -13,13 +14,7 @@ namespace attnlab::cuda::sm90 {
 // (the version it would run is call_version(p, packed)).
 std::optional<std::string> call_rules(const core::Problem& p, bool packed = false);
 
-// The version a call runs unless Tuning::flash_config names another (tests and A/B runs): the fastest measured on
-// the H200 (docs/perf-notes-flash-sm90.md). At head dim 64, s6 (three consumer warpgroups) for long padded
-// sequences — T and S ≥ 8192, or ≥ 4096 without a mask — where it measured 1.09–1.17× s2 and ahead of s5, and s5
-// below, where s5's persistent CTAs won; s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128);
-// s2 at 192/192 and 256, where s5 is not built. `packed` (a packed variable-length batch): s5 at 64 and 128, where
-// it was measured, s2 elsewhere.
-int default_version(const core::Problem& p, bool packed);
+// default_version (the version a call runs unless Tuning::flash_config names another): versions.h.
 
 // The kernel version `p` runs (launch.h): Tuning::flash_config or default_version, s1 where the others cannot.
 int call_version(const core::Problem& p, bool packed = false);

@@ -26,17 +26,6 @@
 namespace attnlab::cuda {
 namespace sm90 {
 
-int default_version(const core::Problem& p, bool packed) {
-  const auto& d = p.dims;
-  if (!version_built(int(d.Hqk), int(d.Hv), 5)) return 2;  // 192/192 and 256
-  const bool h64 = d.Hqk == 64 && d.Hv == 64;
-  if (packed) return h64 || (d.Hqk == 128 && d.Hv == 128) ? 5 : 2;
-  if (!h64) return 5;
-  const bool masked = p.mask.causal || p.mask.window_left >= 0 || p.mask.window_right >= 0;
-  const std::int64_t long_from = masked ? 8192 : 4096;
-  return d.T >= long_from && d.S >= long_from ? 6 : 5;
-}
-
 // Tuning::flash_config picks a kernel version (launch.h) for tests and A/B runs; −1 runs the default. s2 and later
 // take the row maximum over raw scores, which is the maximum of the scaled ones only for scale > 0: any other
 // scale (zero, negative) runs s1, which scales first. A softcapped call runs s1 too, the one version that

@@ -1,0 +1,61 @@
+// Which flash-sm90 kernel version a call runs by default and where each version is built
+// (src/cuda/flash_sm90/versions.h): the H200's measured winners per head dim, length and mask
+// (docs/perf-notes-flash-sm90.md, versions table). Host code: runs without a GPU.
+#include <gtest/gtest.h>
+
+#include "cuda/flash_sm90/versions.h"
+
+namespace {
+
+using attnlab::cuda::sm90::default_version;
+using attnlab::cuda::sm90::version_built;
+
+attnlab::core::Problem problem(std::int64_t head_dim, std::int64_t T, std::int64_t S, bool causal = false,
+                               int window_left = -1) {
+  attnlab::core::Problem p;
+  p.dims.B = 1, p.dims.T = T, p.dims.S = S, p.dims.N = 8, p.dims.K = 8;
+  p.dims.Hqk = p.dims.Hv = head_dim;
+  p.mask.causal = causal;
+  p.mask.window_left = window_left;
+  return p;
+}
+
+TEST(Sm90Versions, HeadDim64ByLengthAndMask) {
+  EXPECT_EQ(default_version(problem(64, 128, 128), false), 5);    // the codelab's shape: s7 0.75× s5 there
+  EXPECT_EQ(default_version(problem(64, 511, 511), false), 5);
+  EXPECT_EQ(default_version(problem(64, 512, 512), false), 7);    // 256-key tiles: 1.07–1.09× s5 at 512–2k
+  EXPECT_EQ(default_version(problem(64, 2048, 2048), false), 7);
+  EXPECT_EQ(default_version(problem(64, 4095, 8192), false), 7);  // the shorter length decides
+  EXPECT_EQ(default_version(problem(64, 4096, 4096), false), 6);  // three consumer warpgroups: 1.17× s5
+  EXPECT_EQ(default_version(problem(64, 16384, 16384), false), 6);
+  EXPECT_EQ(default_version(problem(64, 2048, 2048, true), false), 5);  // causal below 4k: s7 0.86–0.99× s5
+  EXPECT_EQ(default_version(problem(64, 4096, 4096, true), false), 7);  // causal 4k: s7 1.04× s5, s6 0.94×
+  EXPECT_EQ(default_version(problem(64, 8192, 8192, true), false), 6);
+  EXPECT_EQ(default_version(problem(64, 4096, 4096, false, 256), false), 5);  // windows: s7 not measured
+  EXPECT_EQ(default_version(problem(64, 8192, 8192, false, 256), false), 6);
+}
+
+TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
+  EXPECT_EQ(default_version(problem(128, 4096, 4096), false), 5);
+  EXPECT_EQ(default_version(problem(96, 512, 512), false), 5);
+  EXPECT_EQ(default_version(problem(256, 4096, 4096), false), 2);  // s5 is not built at 256
+  EXPECT_EQ(default_version(problem(64, 4096, 4096), true), 5);   // packed batches: s5 where measured
+  EXPECT_EQ(default_version(problem(128, 4096, 4096), true), 5);
+  EXPECT_EQ(default_version(problem(96, 4096, 4096), true), 2);
+}
+
+TEST(Sm90Versions, EveryDefaultIsBuilt) {
+  for (const std::int64_t head_dim : {64, 96, 128, 192, 256})
+    for (const std::int64_t length : {1, 128, 512, 4096, 8192})
+      for (const bool causal : {false, true})
+        for (const bool packed : {false, true}) {
+          const auto p = problem(head_dim, length, length, causal);
+          EXPECT_TRUE(version_built(int(head_dim), int(head_dim), default_version(p, packed)))
+              << head_dim << " " << length << " " << causal << " " << packed;
+        }
+  EXPECT_FALSE(version_built(128, 128, 7));
+  EXPECT_FALSE(version_built(256, 256, 5));
+  EXPECT_TRUE(version_built(64, 64, 7));
+}
+
+}  // namespace
