@@ -2,7 +2,8 @@
 """Where a decode step's time goes, from the split-KV kernels' phase stamps (tests/split_kv_phases.cu writes them:
 `split_kv_phases measure --out X.csv`; src/cuda/serving/split_kv_phase_stamps.cuh says what each mark is).
 Markdown on stdout: the call's event time, then, as medians over the stamped calls, the call laid out on the GPU's
-nanosecond clock (%globaltimer) and each split block's phases on its SM's cycle counter.
+nanosecond clock (%globaltimer), how many SMs the split blocks ran on, and each split block's phases on its SM's
+cycle counter.
 
   python3 bench/decode_phases.py X.csv [--skip N]      N: leading calls left out (default 2)
 
@@ -137,6 +138,19 @@ def report(path, skip):
         values = [c[k] for c in per_call if k in c]
         if values:
             out.append(f"| {k} | {us(median(values))} | {us(min(values))} | {us(max(values))} |")
+    # Where the split blocks ran: how many SMs they spread over, and the most one SM held (a call whose blocks
+    # share SMs while others idle streams from fewer of them).
+    spread = []
+    for c in sorted(calls):
+        per_sm = {}
+        for r in calls[c]:
+            if r["kernel"] == "split":
+                per_sm[r["sm"]] = per_sm.get(r["sm"], 0) + 1
+        if per_sm:
+            spread.append((len(per_sm), max(per_sm.values())))
+    if spread:
+        out += ["", f"Split blocks on {min(n for n, _ in spread)}–{max(n for n, _ in spread)} SMs per call, "
+                    f"at most {max(m for _, m in spread)} on one SM."]
     out += ["", "| split block phase (µs) | median of all blocks | max of all blocks | the block that ended last |",
             "|---|---|---|---|"]
     for name, _, _ in PHASES:

@@ -55,6 +55,7 @@ def main() -> int:
         "| first tile | 1.00 | 1.00 | 1.00 |",
         "| loop | 8.15 | 8.50 | 8.50 |",
         "| epilogue | 0.40 | 0.50 | 0.30 |",
+        "Split blocks on 1–1 SMs per call, at most 2 on one SM.",
     ]
     if done.returncode != 0:
         failures.append(f"exit {done.returncode}: {done.stderr}")

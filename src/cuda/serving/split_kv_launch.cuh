@@ -24,7 +24,8 @@ bool has_sm90_code(Kernel kernel, int device, std::atomic<unsigned long long>& k
   if ((known.load(std::memory_order_acquire) & bit) == 0) {
     cudaFuncAttributes attributes{};
     check_cuda(cudaFuncGetAttributes(&attributes, kernel), "split-KV: kernel attributes");
-    if (attributes.binaryVersion >= 90) yes.fetch_or(bit, std::memory_order_acq_rel);
+    // The PTX version, not the binary one: sm_80 PTX JIT-compiled for a Hopper GPU reports binary version 90.
+    if (attributes.ptxVersion >= 90) yes.fetch_or(bit, std::memory_order_acq_rel);
     known.fetch_or(bit, std::memory_order_acq_rel);
   }
   return (yes.load(std::memory_order_acquire) & bit) != 0;
