@@ -2,8 +2,8 @@
 # Everything a flash-sm90 (Hopper kernel) change must show, in one run on an H100/H200, from a folder made by
 # scripts/gpu-build.sh (there it is sm90-check.sh). Each step is bounded in time and leaves its files as it goes:
 #   1. the flash-sm90 GPU tests and path flash's choice between the families (test_gpu_flash, *Sm90* and
-#      *FlashFamily*, sharded over the cores, 420 s a shard; ATTNLAB_SM90_FILTER names another gtest filter, e.g.
-#      the tests a cut shard left, which the summary lists);
+#      *FlashFamily*, one process per test, as many at a time as cores, within 480 s (ATTNLAB_SM90_TEST_SECONDS);
+#      ATTNLAB_SM90_FILTER names another gtest filter, e.g. the tests a run left, which its summary lists);
 #   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set, bf16 on the default stream: 113×203 at
 #      every head dim and kernel version, 1023×1024 at head dim 128, s3's and s5's CTAs walking several blocks, and
 #      s2 with per-batch lengths (the V rows past a length zeroed in shared memory), s2 and s5 with query heads
@@ -35,30 +35,41 @@ SECONDS=0
 say() { echo "$*" | tee -a "$out/summary.txt"; }
 
 if [[ "$table" != "--table-only" && "${ATTNLAB_SM90_TESTS:-1}" != 0 ]]; then
-  shards="${ATTNLAB_TEST_SHARDS:-$(nproc)}"
+  jobs="${ATTNLAB_TEST_JOBS:-$(nproc)}"
   filter="${ATTNLAB_SM90_FILTER:-*Sm90*:*FlashFamily*}"
-  pids=()
-  for ((i = 0; i < shards; ++i)); do
-    # Not brief: a shard cut by its bound still shows which of its tests passed.
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 420 "$dist/bin/test_gpu_flash" \
-      --gtest_filter="$filter" > "$out/tests-$i.txt" 2>&1 &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-  unfinished=$(grep -L '^\[  PASSED  \]' "$out"/tests-*.txt | wc -l)
-  cat "$out"/tests-*.txt > "$out/tests.txt" && rm -f "$out"/tests-*.txt
-  total=$("$dist/bin/test_gpu_flash" --gtest_list_tests --gtest_filter="$filter" | grep -c '^  ')
-  passed=$(grep -c '^\[       OK \]' "$out/tests.txt")
-  # Tests with a status: each once (gtest names them as they end and again in its summary).
-  named() { grep -E "^\[  $1 *\] [A-Za-z]" "$out/tests.txt" | sed "s/ (.*)$//" | sort -u | wc -l; }
-  say "tests: $passed of $total passed, $(named FAILED) failed, $(named SKIPPED) skipped, $shards shards" \
-      "($unfinished cut by the bound)" \
+  # One process per test, taken from a queue by `jobs` workers, the tests that take minutes first (their CPU
+  # references: ManyBlocksPerCta 220–305 s, PackedQueryHeads 35–85 s at 16 side by side on the H200's host): the
+  # grid then ends when its longest test and its share of the rest do. (gtest's shards had put two long tests in
+  # one shard, whose bound cut it.) No test starts after the step's deadline, and none runs past it.
+  heavy='ManyBlocksPerCta|PackedQueryHeads'
+  "$dist/bin/test_gpu_flash" --gtest_list_tests --gtest_filter="$filter" |
+    awk '/^[^ ]/ {suite = $1} /^  / {print suite $1}' > "$out/queue.all"
+  { grep -E "$heavy" "$out/queue.all"; grep -vE "$heavy" "$out/queue.all"; } > "$out/queue.txt"
+  rm -f "$out/queue.all"
+  mkdir -p "$out/tests"
+  deadline=$(( $(date +%s) + ${ATTNLAB_SM90_TEST_SECONDS:-480} ))
+  run_one() {
+    local left=$(( deadline - $(date +%s) ))
+    (( left > 5 )) || return 0
+    timeout "$left" "$dist/bin/test_gpu_flash" --gtest_filter="$1" > "$out/tests/${1//\//+}.txt" 2>&1 || true
+  }
+  export -f run_one
+  export dist out deadline
+  xargs -P "$jobs" -I{} bash -c 'run_one "$1"' _ {} < "$out/queue.txt"
+  cat "$out"/tests/*.txt > "$out/tests.txt" 2> /dev/null
+  total=$(wc -l < "$out/queue.txt")
+  ended() { grep -l "^\[  $1 *\] 1 test" "$out"/tests/*.txt 2> /dev/null | wc -l; }
+  passed=$(ended PASSED) failed=$(ended FAILED) skipped=$(ended SKIPPED)
+  # Not ended: a test its bound cut (a file without gtest's verdict) or one that never started (no file).
+  left_over=$(while read -r t; do
+      f="$out/tests/${t//\//+}.txt"
+      [[ -f "$f" ]] && grep -qE '^\[  (PASSED|FAILED|SKIPPED) *\] 1 test' "$f" || echo "$t"
+    done < "$out/queue.txt")
+  unfinished=$(grep -c . <<< "$left_over")
+  say "tests: $passed of $total passed, $failed failed, $skipped skipped, $unfinished not finished, $jobs at a time" \
       "(${SECONDS}s)"
-  (( unfinished == 0 )) || status=1
-  # The tests a cut shard was running when its bound ended it (started, never ended), as one filter to run again.
-  cut=$(awk '/^\[ RUN      \]/ {run[$4] = 1} /^\[       OK \]|^\[  FAILED  \]|^\[  SKIPPED \]/ {delete run[$4]}
-             END {for (t in run) print t}' "$out/tests.txt" | sort | paste -sd: -)
-  [[ -z "$cut" ]] || say "tests cut by the bound (ATTNLAB_SM90_FILTER='$cut' runs them again)"
+  (( unfinished == 0 && failed == 0 )) || status=1
+  [[ -z "$left_over" ]] || say "tests not finished (ATTNLAB_SM90_FILTER='$(paste -sd: - <<< "$left_over")' runs them again)"
   grep -E '^\[  FAILED  \] [A-Za-z]|Failure$' "$out/tests.txt" | head -20 | tee -a "$out/summary.txt"
   # A run where every test skipped (no Hopper GPU, or a build without the kernels) shows nothing: it fails.
   if [[ $passed == 0 ]]; then
