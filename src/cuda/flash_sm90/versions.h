@@ -29,8 +29,8 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
 // consumer warpgroups) from 4096 without a mask and from 8192 with one (1.09–1.18× s5); below that s7 (256-key
 // tiles) from 512 without a mask (1.07–1.09× s5) and from 4096 with a causal one (1.04×), s5 elsewhere (short
 // sequences, windows, and causal ones below 4096, where s7's 256-key tiles waste half a tile on the diagonal:
-// 0.86–0.99× s5). s5 at 96,
-// 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2 at 192/192 and 256, where s5 is not built.
+// 0.86–0.99× s5). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2 at 192/192 and 256,
+// where s5 is not built.
 // `packed` (a packed variable-length batch): s5 at 64 and 128, where it was measured, s2 elsewhere.
 inline int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
