@@ -8,7 +8,11 @@
 #   3. the docs/design.md §5 table: attnlab bench (flash, cudnn) and bench/peers.py (torch-flash = FA2) on
 #      bench/workloads_fwd.json, then bench/flash_table.py (markdown, ratios to FA2 and cuDNN);
 #   4. the codelab's default shape, 3 processes, back-to-back and under graph replay.
-#   flash-check.sh [OUT_DIR] [--no-table]
+#   --small-only runs instead only what path flash's small-call rule (src/cuda/flash_family_rule.h) rests on: the
+#   family's GPU test (test_gpu_flash *FlashFamily*), then bench/workloads_fwd_small.json on flash-sm80,
+#   flash-sm90 and flash, one process each, back-to-back and under graph replay, twice, with a table of µs per call
+#   (small.md).
+#   flash-check.sh [OUT_DIR] [--no-table | --small-only]
 # Writes OUT_DIR/{tests/,sanitizer-*.txt,fwd-attnlab.jsonl,fwd-peers.jsonl,table.md,default-*.jsonl,summary.txt} and
 # OUT_DIR/results.tgz (all of it, refreshed after each step). Exits 1 when a test fails, a sanitizer reports anything,
 # or the table lacks a row.
@@ -27,6 +31,49 @@ pack() {  # written beside, then moved in: tar must not see the folder change un
   rm -f "$part"
 }
 say() { echo "$*" | tee -a "$out/summary.txt"; }
+
+if [[ "$table" == "--small-only" ]]; then
+  "$dist/bin/test_gpu_flash" --gtest_filter='*FlashFamily*' > "$out/family-test.txt" 2>&1 || status=1
+  say "family test: $(grep -E '^\[  (PASSED|FAILED)' "$out/family-test.txt" | tr '\n' ' ') (${SECONDS}s)"
+  for round in 1 2; do
+    for path in flash-sm80 flash-sm90 flash; do
+      "$dist/bin/attnlab" bench --workloads "$dist/bench/workloads_fwd_small.json" --paths "$path" --groups 5 --graph \
+        --jsonl "$out/small-$path-$round.jsonl" > "$out/small-$path-$round.txt" 2>&1 || status=1
+    done
+    pack
+  done
+  python3 - "$out" > "$out/small.md" <<'PY' || status=1
+# µs per call of each small workload: per path, back-to-back and graph replay, the best of the rounds' medians.
+import collections, glob, json, sys
+best = collections.defaultdict(dict)
+order = []
+for name in sorted(glob.glob(sys.argv[1] + "/small-*.jsonl")):
+    path = name.rsplit("/", 1)[1][len("small-"):].rsplit("-", 1)[0]  # small-PATH-ROUND.jsonl
+    for r in map(json.loads, open(name)):
+        if r.get("ms_median") is None:
+            continue
+        key = path + (" graph" if r.get("graph") else "")
+        w = f"B={r['B']} T={r['T']} S={r['S']} N={r['N']}/{r['K']} H={r['Hqk']}" + (" causal" if r["causal"] else "")
+        if w not in order:
+            order.append(w)
+        us = r["ms_median"] * 1000
+        best[w][key] = min(us, best[w].get(key, us))
+cols = ["flash-sm80", "flash-sm90", "flash", "flash-sm80 graph", "flash-sm90 graph", "flash graph"]
+print("| workload | " + " | ".join(cols) + " | sm80 / sm90 | sm80 / sm90 graph |")
+print("|---" * (len(cols) + 3) + "|")
+for w in order:
+    b = best[w]
+    cell = lambda c: f"{b[c]:.1f}" if c in b else "–"
+    ratio = lambda a, c: f"{b[c] / b[a]:.2f}×" if a in b and c in b else "–"
+    print(f"| {w} | " + " | ".join(cell(c) for c in cols) +
+          f" | {ratio('flash-sm80', 'flash-sm90')} | {ratio('flash-sm80 graph', 'flash-sm90 graph')} |")
+PY
+  say "small calls, µs per call (best of 2 rounds; ratio > 1: flash-sm80 faster) (${SECONDS}s):"
+  tee -a "$out/summary.txt" < "$out/small.md"
+  pack
+  say "flash-check --small-only: $([[ $status == 0 ]] && echo passed || echo FAILED) (${SECONDS}s)"
+  exit $status
+fi
 
 "$dist/run.sh" "$out/tests" --tests-only > "$out/tests.log" 2>&1 || status=1
 say "tests: $(grep -E '^GPU tests:' "$out/tests.log") (${SECONDS}s)"

@@ -490,7 +490,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
                          });
 
 // Path flash is the family: flash-sm90 where it takes the call, flash-sm80 otherwise (a bias, or a head dim
-// flash-sm90 lacks, or a tuning field that names an sm_80 configuration); RunInfo names the member that ran. And
+// flash-sm90 lacks, a tuning field that names an sm_80 configuration, or a small call: src/cuda/flash_family_rule.h);
+// RunInfo names the member that ran. And
 // auto puts flash-sm90 first where the policy measured it ahead: causal only at head dim 128, T and S ≥ 8192; head
 // dim 96 from T = 2048.
 TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
@@ -522,6 +523,22 @@ TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
   other.context = &tuned;
   other.expect_path = "flash-sm80";
   check_forward(other, rng);
+
+  // Small calls at head dim 64: the codelab's shape on flash-sm80; packed query heads (GQA, T ≤ 64) and keys past
+  // one tile on flash-sm90.
+  Case small = sm90_case(DType::bf16, {64, 64});
+  small.path = "flash";
+  small.B = 4, small.T = 128, small.S = 128, small.N = 8, small.K = 8;
+  small.expect_path = "flash-sm80";
+  check_forward(small, rng);
+  small.mask.causal = true;
+  check_forward(small, rng);
+  small.mask.causal = false;
+  small.T = 64, small.K = 2;
+  small.expect_path = "flash-sm90";
+  check_forward(small, rng);
+  small.B = 1, small.T = 300, small.S = 300, small.N = 2, small.K = 1;
+  check_forward(small, rng);
 
   // auto at a long causal shape: only which path ran is checked here (the grid above checks the numbers).
   Case long_causal = sm90_case(DType::bf16);

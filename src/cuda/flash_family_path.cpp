@@ -8,6 +8,10 @@
 // at head dim 128 and 2.3–2.9× at 256 (flash-sm80 at tile configuration 2, forced in that process; at its own
 // choice it ran 377 TFLOP/s at head dim 128, T = 8k (docs/design.md §5), where flash-sm90 runs 607).
 //
+// Small calls (a grid that leaves SMs idle, at head dim 64, keys within one tile) run on flash-sm80 even on Hopper:
+// there a call is one block's latency, and flash-sm80's small-problem kernel has the shorter one
+// (flash_family_rule.h says what was measured).
+//
 // The tuning fields that name sm_80 configurations (Tuning::flash_config as a tile-configuration index,
 // flash_smem_limit) keep their meaning here: a call that sets either runs on flash-sm80, which they describe.
 // flash-sm90's kernel versions are chosen on path=flash-sm90.
@@ -18,6 +22,7 @@
 #include "core/context_impl.h"
 #include "core/path.h"
 #include "cuda/common/device.h"
+#include "cuda/flash_family_rule.h"
 
 namespace attnlab::cuda {
 
@@ -31,7 +36,8 @@ class FlashFamilyPath final : public core::Path {
   std::string_view name() const override { return "flash"; }
   Device device() const override { return Device::cuda; }
   std::string summary() const override {
-    return "attnlab's own kernels: flash-sm90 where it runs the call (cc 9.0), flash-sm80 otherwise";
+    return "attnlab's own kernels: flash-sm90 where it runs the call (cc 9.0) and the call is not small, flash-sm80 "
+           "otherwise";
   }
   std::optional<std::string> unavailable() const override { return cuda_unavailable(); }
 
@@ -54,9 +60,16 @@ class FlashFamilyPath final : public core::Path {
   }
 
  private:
-  // Tuning fields that describe sm_80 configurations send the call there (see the top of this file).
+  // Tuning fields that describe sm_80 configurations send the call there, and so does a small call (see the top
+  // of this file).
   static bool may_use_sm90(const core::Problem& p) {
-    return p.tuning->flash_config < 0 && p.tuning->flash_smem_limit < 0;
+    if (p.tuning->flash_config >= 0 || p.tuning->flash_smem_limit >= 0) return false;
+    return !small_call_for_sm80(p);
+  }
+  // A small call that flash-sm80 takes (one it refuses stays with flash-sm90).
+  static bool small_call_for_sm80(const core::Problem& p) {
+    return small_call_runs_sm80(p.dims, [&] { return device_properties(p.device_index).sm_count; }) &&
+           !flash_sm80_path().why_not(p).has_value();
   }
   static bool sm90_accepts(const core::Problem& p) {
     return may_use_sm90(p) && !flash_sm90_path().why_not(p).has_value();
