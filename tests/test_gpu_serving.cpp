@@ -3,8 +3,8 @@
 // non-blocking stream), byte for byte, poisoned caches included; device lengths that point past a cache or a
 // block-table entry outside it write nothing there; and varlen attention on GPU tensors (the split-KV kernel)
 // against the fp64 reference, with caller workspaces, device lengths out of range and refusals by rule; packed
-// batches on the sm_90a kernel (flash-sm90) likewise, and what flash chooses between the two. Skips visibly
-// without a GPU.
+// batches on the sm_90a kernel (flash-sm90) likewise, and what flash chooses between the two; the splits merged in
+// thread-block clusters (sm_90). Skips visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -361,6 +361,81 @@ TEST(GpuVarlenForward, CallerWorkspace) {
   split_kv.path = "flash-sm80";
   expect_workspace_refused(b, split_kv, attnlab::DeviceBuffer{buffer, bytes - 256}, "bytes of workspace");
   cudaFree(buffer);
+#endif
+}
+
+// The split-KV kernel's splits merged in thread-block clusters instead of the combine kernel (sm_90, with
+// Tuning::split_kv_cluster_merge; src/cuda/serving/split_kv_splits.h's rule): decode at batch 1 whose splits are
+// one key tile each, and forced counts of 2–16 at any length, against the fp64 reference — one and four warps of
+// rows (decode, 16 queries of GQA), odd lengths, a sequence without keys, packed and paged keys, sinks, causal,
+// MQA, head dims 64 and 128, both element types, the default and a non-blocking stream, poisoned outputs. A
+// cluster merge needs no workspace: workspace_size says 0 where the plan merges in clusters, more where a forced
+// count above 16 keeps the combine.
+TEST(GpuVarlenForward, SplitsMergeInClusters) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  if (!is_hopper()) GTEST_SKIP() << "thread-block clusters merge splits on compute capability 9.0";
+  struct ClusterCase {
+    GpuVarlenCase c;
+    int forced;  // Tuning::split_kv_splits (0: the plan's own count)
+  };
+  const std::vector<ClusterCase> cases = {
+      {{"decode 1024 keys", {1}, {1024}, 32, 8, 0, 0, false, 0.0f}, 0},
+      {{"decode 1000 keys paged 16 sinks", {1}, {1000}, 32, 8, 16, 0, true, 0.0f}, 0},
+      {{"decode odd lengths forced 5", {1, 1, 1, 1}, {1, 1023, 700, 0}, 8, 2, 0, 0, true, 0.0f}, 5},
+      {{"decode mqa paged 256 forced 16", {1, 1}, {4000, 513}, 8, 1, 256, 0, false, 0.0f}, 16},
+      {{"few queries causal forced 2", {16, 3}, {2000, 17}, 8, 2, 0, 1, false, 0.0f}, 2},
+  };
+  int run = 0;
+  for (const std::int64_t head_dim : {64, 128})
+    for (const DType dtype : {DType::bf16, DType::f16})
+      for (const ClusterCase& cc : cases) {
+        const GpuVarlenCase& c = cc.c;
+        const bool other_stream = run++ % 2 == 1;
+        SCOPED_TRACE(std::string(c.name) + ", head dim " + std::to_string(head_dim) + ", " + dtype_name(dtype) +
+                     (other_stream ? ", non-blocking stream" : ""));
+        Rng rng(9000 + std::uint64_t(run));
+        Batch b;
+        b.N = c.N, b.K = c.K, b.Hqk = b.Hv = head_dim, b.dtype = dtype;
+        b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.page_size = c.page_size, b.with_sinks = c.sinks;
+        b.make(rng);
+        attnlab::Tuning tuning = attnlab::Tuning::from_environment();
+        tuning.split_kv_cluster_merge = 1;
+        tuning.split_kv_splits = cc.forced;
+        attnlab::Context ctx;
+        ctx.set_tuning(tuning);
+        const attnlab::Options o = options_of(c, "flash-sm80");
+        DeviceMirror mirror;
+        EXPECT_EQ(attnlab::workspace_size(ctx, device_args(b, o, mirror)), 0u) << "the splits merge in clusters";
+        EXPECT_EQ(run_on_gpu(b, o, other_stream, std::nullopt, &tuning).path, "flash-sm80");
+        check_outputs(b, o);
+      }
+
+  // Where the rule keeps the combine, the call needs its workspace: 32k keys at batch 1 (32 splits of 16 tiles),
+  // a forced count above 16, and the tuning off.
+  Rng rng(9100);
+  Batch b;
+  b.N = 32, b.K = 8, b.Hqk = b.Hv = 128, b.dtype = DType::bf16;
+  b.q_lens = {1}, b.kv_lens = {32768};
+  b.make(rng);
+  DeviceMirror mirror;
+  const attnlab::VarlenForwardArgs long_keys = device_args(b, {}, mirror);
+  attnlab::Tuning tuning = attnlab::Tuning::from_environment();
+  tuning.split_kv_cluster_merge = 1;
+  attnlab::Context ctx;
+  ctx.set_tuning(tuning);
+  EXPECT_GT(attnlab::workspace_size(ctx, long_keys), 0u);
+  b.kv_lens = {1024};
+  b.make(rng);
+  const attnlab::VarlenForwardArgs short_keys = device_args(b, {}, mirror);
+  EXPECT_EQ(attnlab::workspace_size(ctx, short_keys), 0u);
+  tuning.split_kv_splits = 17;
+  ctx.set_tuning(tuning);
+  EXPECT_GT(attnlab::workspace_size(ctx, short_keys), 0u);
+  tuning.split_kv_splits = 0;
+  tuning.split_kv_cluster_merge = 0;
+  ctx.set_tuning(tuning);
+  EXPECT_GT(attnlab::workspace_size(ctx, short_keys), 0u);
 #endif
 }
 

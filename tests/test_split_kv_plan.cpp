@@ -1,6 +1,7 @@
 // How many splits the split-KV kernel cuts a call's keys into (src/cuda/serving/split_kv_splits.h): the batch that
 // fills the GPU keeps one, decode at batch 1 gets enough to fill it, never more than its key tiles or the combine's
-// 128, and a forced count is honoured as equal runs of key tiles. Host code: runs without a GPU.
+// 128, and a forced count is honoured as equal runs of key tiles; which counts merge in a thread-block cluster
+// instead of the combine kernel. Host code: runs without a GPU.
 #include <gtest/gtest.h>
 
 #include "cuda/serving/split_kv_splits.h"
@@ -8,6 +9,7 @@
 namespace {
 
 using attnlab::cuda::serving::split_kv_blocks_per_sm;
+using attnlab::cuda::serving::split_kv_cluster_merge;
 using attnlab::cuda::serving::split_kv_splits;
 
 constexpr std::int64_t kH200Slots = 132 * 2;  // SMs · blocks per SM at Hqk 128
@@ -44,6 +46,37 @@ TEST(SplitKvPlan, ForcedCountsAreEqualRuns) {
   EXPECT_EQ(split_kv_splits(8, kH200Slots, 64 * 10, 4), 4);     // runs of 3, 3, 3, 1
   EXPECT_EQ(split_kv_splits(8, kH200Slots, 64 * 10, 6), 5);     // runs of 2: five of them, none empty
   EXPECT_EQ(split_kv_splits(8, kH200Slots, 64, 8), 1);          // one tile cannot be split
+}
+
+TEST(SplitKvPlan, ClustersMergeOneTileSplitsOrForcedCounts) {
+  // B = 1, GQA 32/8 on the H200: 1000 keys are 16 one-tile splits, merged in clusters of 16.
+  const int at_1k = split_kv_splits(8, kH200Slots, 1000, 0);
+  EXPECT_EQ(at_1k, 16);
+  EXPECT_TRUE(split_kv_cluster_merge(at_1k, 1000, 0));
+  EXPECT_TRUE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 512, 0), 512, 0));  // 8 tiles, 8 splits
+  // 4100 keys: 33 splits of up to 2 tiles, and 32k: 32 of 16 tiles keep the combine.
+  EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 4100, 0), 4100, 0));
+  EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 32768, 0), 32768, 0));
+  // B = 4 at 1k: 9 splits asked of 16 tiles are 8 runs of 2 tiles: the combine.
+  const int b4 = split_kv_splits(32, kH200Slots, 1024, 0);
+  EXPECT_EQ(b4, 8);
+  EXPECT_FALSE(split_kv_cluster_merge(b4, 1024, 0));
+  // One split needs no merge at all.
+  EXPECT_FALSE(split_kv_cluster_merge(1, 64, 0));
+  EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(64 * 8, kH200Slots, 1024, 0), 1024, 0));
+}
+
+TEST(SplitKvPlan, ForcedCountsChooseTheMergeBySize) {
+  // Forced 2–16: clusters at any length (v8's plan at 32k, for A/B runs); above 16: the combine, even where the
+  // keys hold fewer tiles than that and every split is one tile.
+  EXPECT_TRUE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 32768, 16), 32768, 16));
+  EXPECT_TRUE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 64 * 10, 5), 64 * 10, 5));
+  EXPECT_TRUE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 64 * 10, 2), 64 * 10, 2));
+  EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 32768, 32), 32768, 32));  // v7's plan
+  const int capped = split_kv_splits(8, kH200Slots, 64 * 10, 33);  // 10 tiles: 10 splits of one tile
+  EXPECT_EQ(capped, 10);
+  EXPECT_FALSE(split_kv_cluster_merge(capped, 64 * 10, 33));
+  EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 64, 4), 64, 4));  // one tile: one split
 }
 
 }  // namespace

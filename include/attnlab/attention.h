@@ -156,6 +156,10 @@ struct Tuning {
   // ATTNLAB_SPLIT_KV_SPLITS: splits of every block's keys in the serving calls' split-KV kernel (0 = chosen per
   // call from the GPU's occupancy; at most 128). For measurements.
   int split_kv_splits = 0;
+  // ATTNLAB_SPLIT_KV_CLUSTER_MERGE: on sm_90, merge a call's splits inside a thread-block cluster instead of the
+  // combine kernel where src/cuda/serving/split_kv_splits.h's rule says so (each split one key tile, or a forced
+  // count of 2–16): 0 (the default) = never, 1 = where the rule says. For measurements.
+  int split_kv_cluster_merge = 0;
   // Fault injection for tests: every cuDNN graph build of this context fails as "unsupported", so that auto's
   // fallback and why_not's agreement with the call can be shown on any GPU.
   bool cudnn_fail_graph_builds = false;

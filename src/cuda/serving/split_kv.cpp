@@ -38,6 +38,20 @@ bool launch_for_head_dim(int head_dim, const SplitKvParams& p, const SplitKvPlan
   }
 }
 
+// Whether the device holds clusters of the plan's splits for this dtype and head dim (split_kv_launch.cuh).
+bool clusters_fit(DType dtype, int head_dim, int device, int row_warps, int splits) {
+  DeviceGuard guard(device);  // the kernel's attributes and occupancy are the current device's
+  switch (head_dim) {
+#define ATTNLAB_SPLIT_KV_HEAD_DIM(D)                                                                  \
+  case D:                                                                                             \
+    return dtype == DType::bf16 ? split_kv_clusters_fit<__nv_bfloat16, D>(device, row_warps, splits) \
+                                : split_kv_clusters_fit<__half, D>(device, row_warps, splits);
+#include "cuda/serving/split_kv_instances.inc"
+#undef ATTNLAB_SPLIT_KV_HEAD_DIM
+    default: return false;
+  }
+}
+
 // A tensor whose rows the kernel copies in 16-byte pieces: unit stride in the head dim, every other stride a
 // multiple of 8 elements, the data 16-byte aligned.
 std::optional<std::string> row_refusal(const char* name, const TensorView& t) {
@@ -59,7 +73,7 @@ Scratch scratch_of(const VarlenForwardArgs& a, const core::VarlenLayout& l, cons
   Scratch s;
   s.plan = plan_split_kv(a, l, tuning);
   ScratchLayout layout("split-KV");
-  if (s.plan.splits > 1) {
+  if (s.plan.splits > 1 && !s.plan.cluster_merge) {
     const std::size_t rows = layout.checked_mul(std::size_t(s.plan.splits), std::size_t(l.total_q * l.N));
     layout.add(rows, std::size_t(l.Hv) * sizeof(float));
     s.plan.part_lse_offset = layout.add(rows, sizeof(float));
@@ -84,6 +98,12 @@ SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& 
   plan.dependent_launch = device.cc_major >= 9;
   const std::int64_t slots = std::int64_t(device.sm_count) * split_kv_blocks_per_sm(l.Hqk);
   plan.splits = split_kv_splits(blocks, slots, a.max_seqlen_k, tuning.split_kv_splits);
+  // Clusters of up to 16 blocks at two blocks per SM (head dims up to 128); the device is asked last, once per
+  // count (split_kv_launch.cuh).
+  plan.cluster_merge = tuning.split_kv_cluster_merge == 1 && plan.dependent_launch && l.Hqk <= 128 &&
+                       (l.dtype == DType::bf16 || l.dtype == DType::f16) &&
+                       split_kv_cluster_merge(plan.splits, a.max_seqlen_k, tuning.split_kv_splits) &&
+                       clusters_fit(l.dtype, int(l.Hqk), a.q.device_index, plan.row_warps, plan.splits);
   return plan;
 }
 
@@ -175,7 +195,7 @@ void run_split_kv(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLa
   p.mask = a.options.mask;
   if (!a.sinks.empty()) p.sinks = static_cast<const float*>(a.sinks.data), p.sinks_stride = a.sinks.strides[0];
   p.splits = plan.splits;
-  if (plan.splits > 1) {
+  if (plan.splits > 1 && !plan.cluster_merge) {
     p.part_o = reinterpret_cast<float*>(lease.data());
     p.part_lse = reinterpret_cast<float*>(lease.data() + plan.part_lse_offset);
   }

@@ -22,7 +22,8 @@ struct SplitKvPlan {
   int q_tiles = 0;
   int splits = 1;
   bool dependent_launch = false;    // programmatic dependent launch of both kernels (sm_90 and later)
-  std::size_t workspace_bytes = 0;  // the splits' partial results (0 with one split)
+  bool cluster_merge = false;       // the splits merged in thread-block clusters, no combine (split_kv_cluster.cuh)
+  std::size_t workspace_bytes = 0;  // the splits' partial results (0 with one split or a cluster merge)
   std::size_t part_lse_offset = 0;  // where part_lse starts in the workspace
 };
 
@@ -32,7 +33,8 @@ std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const co
                                             const Tuning& tuning);
 
 // The plan on the call's device: splits that fill its SMs when the batch alone does not (or
-// Tuning::split_kv_splits).
+// Tuning::split_kv_splits), merged in clusters where Tuning::split_kv_cluster_merge allows it, split_kv_splits.h's
+// rule says so, the head dim is at most 128 and the device holds the clusters.
 SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning);
 
 // Runs the call on the context's stream (after split_kv_refusal said yes); the lengths, offsets and block tables
@@ -45,5 +47,10 @@ std::size_t split_kv_workspace_bytes(const VarlenForwardArgs& a, const core::Var
 // One (dtype, head dim) instance: split_kv_launch.cuh, instantiated by the generated split_kv_*.cu.
 template <class Element, int kHeadDim>
 void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream);
+
+// Whether `device` runs that instance's cluster kernel (sm_90 code) and holds a cluster of `splits` of its blocks
+// at `row_warps` warps of rows; asked once per device and count (split_kv_launch.cuh).
+template <class Element, int kHeadDim>
+bool split_kv_clusters_fit(int device, int row_warps, int splits);
 
 }  // namespace attnlab::cuda::serving

@@ -63,12 +63,14 @@ struct SplitKvEpilogue {
     }
   }
 
-  // Every valid row of the block, after a barrier behind stage(): rows row0 … of sequence s under kv_head.
-  __device__ __forceinline__ static void store(const SplitKvParams& p, const float* merge, const Sequence& s,
-                                               int kv_head, int row0, int split, int thread) {
+  // The block's merged state of every valid row and 4-column chunk, after a barrier behind stage(): calls
+  // fn(r, col, m, l, acc) for items thread, thread + kThreads, … of valid_rows · kHeadDim / 4: the row's maximum m
+  // (log2 units; −inf for a row that saw no key, whose l and acc are 0), its total l and its 4 columns of O's
+  // accumulator, both scaled to that maximum.
+  template <class Fn>
+  __device__ __forceinline__ static void merged_chunks(const float* merge, int valid_rows, int thread, Fn&& fn) {
     constexpr int kColChunks = kHeadDim / 4;
     const float* ml = merge + Traits::kWarps * 16 * kStride;
-    const int valid_rows = min(Traits::kRows, s.q_len * p.group - row0);
     for (int id = thread; id < valid_rows * kColChunks; id += Traits::kThreads) {
       const int r = id / kColChunks, col = (id % kColChunks) * 4;
       const int row_warp = r / 16, rr = r % 16;
@@ -86,24 +88,47 @@ struct SplitKvEpilogue {
         const float4 x = *reinterpret_cast<const float4*>(merge + (w * 16 + rr) * kStride + col);
         acc.x += weight * x.x, acc.y += weight * x.y, acc.z += weight * x.z, acc.w += weight * x.w;
       }
-      const int pair = row0 + r;
-      const int head = kv_head * p.group + pair % p.group;
-      const std::int64_t q_row = s.q_begin + pair / p.group;
-      if (p.splits == 1) {
-        const FinishedRow f = FinishedRow::of(m, l, sink_of(p, head));
-        const uint2 packed = make_uint2(flash::ptx::pack2<Element>(acc.x * f.o_factor, acc.y * f.o_factor),
-                                        flash::ptx::pack2<Element>(acc.z * f.o_factor, acc.w * f.o_factor));
-        *reinterpret_cast<uint2*>(static_cast<Element*>(p.o) + q_row * p.o_row + head * p.o_head + col) = packed;
-        if (col == 0 && p.lse != nullptr) p.lse[head * p.lse_head + q_row * p.lse_row] = f.lse;
-      } else {
-        const bool seen = l > 0.0f;
-        const float inv = seen ? 1.0f / l : 0.0f;
-        const std::int64_t at = (std::int64_t(split) * p.total_q + q_row) * p.N + head;
-        *reinterpret_cast<float4*>(p.part_o + at * kHeadDim + col) =
-            make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
-        if (col == 0) p.part_lse[at] = seen ? shift + __log2f(l) : -INFINITY;
-      }
+      fn(r, col, m, l, acc);
     }
+  }
+
+  // A split's result as the combine reads it: O normalized over the split's own keys, and its LSE in log2 units
+  // (−inf, with O = 0, for a split that saw no key of the row).
+  __device__ __forceinline__ static float4 split_o(float l, const float4& acc) {
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    return make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  }
+  __device__ __forceinline__ static float split_lse(float m, float l) { return l > 0.0f ? m + __log2f(l) : -INFINITY; }
+
+  // A finished row's 4 columns of O (and, from column 0, its LSE) for (token, query head) pair `pair` of sequence s.
+  __device__ __forceinline__ static void write_finished(const SplitKvParams& p, const Sequence& s, int kv_head,
+                                                        int pair, int col, const FinishedRow& f, const float4& acc) {
+    const int head = kv_head * p.group + pair % p.group;
+    const std::int64_t q_row = s.q_begin + pair / p.group;
+    const uint2 packed = make_uint2(flash::ptx::pack2<Element>(acc.x * f.o_factor, acc.y * f.o_factor),
+                                    flash::ptx::pack2<Element>(acc.z * f.o_factor, acc.w * f.o_factor));
+    *reinterpret_cast<uint2*>(static_cast<Element*>(p.o) + q_row * p.o_row + head * p.o_head + col) = packed;
+    if (col == 0 && p.lse != nullptr) p.lse[head * p.lse_head + q_row * p.lse_row] = f.lse;
+  }
+
+  // Every valid row of the block, after a barrier behind stage(): rows row0 … of sequence s under kv_head, finished
+  // (one split) or as the split's partial result for the combine kernel.
+  __device__ __forceinline__ static void store(const SplitKvParams& p, const float* merge, const Sequence& s,
+                                               int kv_head, int row0, int split, int thread) {
+    const int valid_rows = min(Traits::kRows, s.q_len * p.group - row0);
+    merged_chunks(merge, valid_rows, thread, [&](int r, int col, float m, float l, const float4& acc) {
+      const int pair = row0 + r;
+      if (p.splits == 1) {
+        const FinishedRow f = FinishedRow::of(m, l, sink_of(p, kv_head * p.group + pair % p.group));
+        write_finished(p, s, kv_head, pair, col, f, acc);
+      } else {
+        const int head = kv_head * p.group + pair % p.group;
+        const std::int64_t q_row = s.q_begin + pair / p.group;
+        const std::int64_t at = (std::int64_t(split) * p.total_q + q_row) * p.N + head;
+        *reinterpret_cast<float4*>(p.part_o + at * kHeadDim + col) = split_o(l, acc);
+        if (col == 0) p.part_lse[at] = split_lse(m, l);
+      }
+    });
   }
 };
 

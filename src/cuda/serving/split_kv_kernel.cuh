@@ -7,14 +7,17 @@
 // one KV head — every query head of the KV head's group side by side (GQA packing), so that decode's one token
 // per sequence still fills 16-row MMAs with 4–8 heads instead of one. The block's visible keys (its rows' union,
 // core/mask.h's rule) are cut into `splits` equal runs of 64-key tiles, so that a batch too small to fill the GPU
-// (decode at batch 1) still gets blocks on every SM; the combine kernel then merges the splits.
+// (decode at batch 1) still gets blocks on every SM; the combine kernel then merges the splits, or on sm_90, where
+// the plan says so, the blocks of one query tile's splits form a thread-block cluster and merge them there
+// (split_kv_cluster.cuh).
 //
 //   load Q and the first kStages − 1 key tiles (cp.async, split_kv_load.cuh: packed rows or pages)
 //   for each tile of the run: wait for it; issue tile + kStages − 1 into the slot the previous tile left (a paged
 //     tile's key rows looked up two steps before);
 //     S = Q·Kᵀ for the warp's rows and keys (split_kv_mma.cuh), softcap and mask where needed (split_kv_score.cuh),
 //     online softmax (cuda/flash/softmax.cuh), O += P·V
-//   merge the warps' key groups; write O and LSE, or the split's partial (split_kv_epilogue.cuh)
+//   merge the warps' key groups; write O and LSE, or the split's partial (split_kv_epilogue.cuh), or merge the
+//     cluster's splits (split_kv_cluster.cuh)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -26,6 +29,7 @@
 #include "cuda/flash/mask.cuh"
 #include "cuda/flash/ptx.cuh"
 #include "cuda/flash/softmax.cuh"
+#include "cuda/serving/split_kv_cluster.cuh"
 #include "cuda/serving/split_kv_epilogue.cuh"
 #include "cuda/serving/split_kv_load.cuh"
 #include "cuda/serving/split_kv_mma.cuh"
@@ -36,7 +40,8 @@
 namespace attnlab::cuda::serving {
 
 // Stamps: NoPhaseStamps in the library, PhaseStamps in the diagnostic program (split_kv_phase_stamps.cuh).
-template <class Traits, class Stamps = NoPhaseStamps>
+// kClusterMerge: launched in clusters of p.splits blocks that merge their splits (split_kv_cluster.cuh).
+template <class Traits, class Stamps = NoPhaseStamps, bool kClusterMerge = false>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     split_kv_kernel(const __grid_constant__ SplitKvParams p) {
   using Load = SplitKvLoad<Traits>;
@@ -63,7 +68,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   const Sequence s = Sequence::read(p, b);
   const int rows = s.q_len * p.group;
   const int row0 = q_tile_index * Traits::kRows;
-  if (row0 >= rows) {
+  if (row0 >= rows) {  // a cluster's blocks share the query tile: they leave together, before any cluster barrier
     stamps.mark(Phase::lengths);
     stamps.finish(-1);
     return;
@@ -180,7 +185,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   const float l[2] = {softmax.total(0, 0), softmax.total(0, 1)};
   Epilogue::stage(merge, o, m, l, warp, lane);
   __syncthreads();
-  Epilogue::store(p, merge, s, kv_head, row0, split, thread);
+  if constexpr (kClusterMerge)
+    SplitKvClusterMerge<Traits>::run(p, merge, s, kv_head, row0, thread);
+  else
+    Epilogue::store(p, merge, s, kv_head, row0, split, thread);
   stamps.mark(Phase::stored);
   stamps.finish(run_tiles);
 }

@@ -29,4 +29,22 @@ inline int split_kv_splits(std::int64_t blocks, std::int64_t slots, std::int64_t
   return int((key_tiles + per_split - 1) / per_split);
 }
 
+// The most splits one thread-block cluster merges (split_kv_cluster.cuh): 16, the largest cluster an sm_90 GPU
+// launches (a non-portable size; 8 is the portable one).
+constexpr int kSplitKvMaxClusterSplits = 16;
+
+// Whether a call's `splits` (split_kv_splits' count) merge inside a thread-block cluster on sm_90 instead of in the
+// combine kernel, when Tuning::split_kv_cluster_merge allows it and the device can hold such a cluster (the plan
+// asks both; split_kv.cpp). Measured on the H200 (docs/perf-notes.md, split-KV v8): a cluster merge pays where each
+// split is one key tile — 1.23–1.29× the combine at B = 1 with 1024 keys in 16 splits — and loses where a split
+// streams many tiles, because a call's clusters of 16 run two blocks to an SM on about half the SMs (0.74× at
+// 32k keys). So: 2–16 splits that are each one key tile; a forced count (`forced` > 0, Tuning::split_kv_splits)
+// of 2–16 merges in clusters at any length (for tests and A/B runs), one above 16 keeps the combine.
+inline bool split_kv_cluster_merge(int splits, std::int64_t max_seqlen_k, std::int64_t forced) {
+  if (splits < 2 || splits > kSplitKvMaxClusterSplits) return false;
+  if (forced > 0) return forced <= kSplitKvMaxClusterSplits;
+  const std::int64_t key_tiles = (max_seqlen_k + kSplitKvBlockKeys - 1) / kSplitKvBlockKeys;
+  return splits >= key_tiles;
+}
+
 }  // namespace attnlab::cuda::serving
