@@ -48,31 +48,41 @@ class FlashFamilyPath final : public core::Path {
   core::Verdict plan(Context::Impl& ctx, const core::Problem& p) const override {
     return (sm90_accepts(p) ? flash_sm90_path() : flash_sm80_path()).plan(ctx, p);
   }
-  // The member that ran is what RunInfo reports (Context::Impl::ran_member).
+  // The member that ran is what RunInfo reports (Context::Impl::ran_member). A small call tries flash-sm80 first,
+  // any other call flash-sm90 first; the other member is the fallback. Each member checks the call as it runs it
+  // (run_if_able), so a small call is not checked twice on its way to flash-sm80.
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
-    if (may_use_sm90(p) && !flash_sm90_path().run_if_able(ctx, p)) {
-      ctx.ran_member = flash_sm90_path().name();
+    const bool sm90_allowed = tuning_allows_sm90(p);
+    const bool small = sm90_allowed && small_call(p);
+    if (sm90_allowed && !small && ran(flash_sm90_path(), ctx, p)) return std::nullopt;
+    auto why = flash_sm80_path().run_if_able(ctx, p);
+    if (!why) {
+      ctx.ran_member = flash_sm80_path().name();
       return std::nullopt;
     }
-    auto why = flash_sm80_path().run_if_able(ctx, p);
-    if (!why) ctx.ran_member = flash_sm80_path().name();
+    if (small && ran(flash_sm90_path(), ctx, p)) return std::nullopt;
     return why;
   }
 
  private:
-  // Tuning fields that describe sm_80 configurations send the call there, and so does a small call (see the top
-  // of this file).
-  static bool may_use_sm90(const core::Problem& p) {
-    if (p.tuning->flash_config >= 0 || p.tuning->flash_smem_limit >= 0) return false;
-    return !small_call_for_sm80(p);
+  static bool ran(const core::Path& member, Context::Impl& ctx, const core::Problem& p) {
+    if (member.run_if_able(ctx, p)) return false;
+    ctx.ran_member = member.name();
+    return true;
   }
-  // A small call that flash-sm80 takes (one it refuses stays with flash-sm90).
-  static bool small_call_for_sm80(const core::Problem& p) {
-    return small_call_runs_sm80(p.dims, [&] { return device_properties(p.device_index).sm_count; }) &&
-           !flash_sm80_path().why_not(p).has_value();
+  // Tuning fields that describe sm_80 configurations send the call there (see the top of this file).
+  static bool tuning_allows_sm90(const core::Problem& p) {
+    return p.tuning->flash_config < 0 && p.tuning->flash_smem_limit < 0;
   }
+  static bool small_call(const core::Problem& p) {
+    return small_call_runs_sm80(p.dims, [&] { return device_properties(p.device_index).sm_count; });
+  }
+  // Whether flash-sm90 is the member for the call: allowed by the tuning, not a small call that flash-sm80 takes
+  // (one it refuses stays with flash-sm90), and accepted by flash-sm90.
   static bool sm90_accepts(const core::Problem& p) {
-    return may_use_sm90(p) && !flash_sm90_path().why_not(p).has_value();
+    if (!tuning_allows_sm90(p)) return false;
+    if (small_call(p) && !flash_sm80_path().why_not(p).has_value()) return false;
+    return !flash_sm90_path().why_not(p).has_value();
   }
 };
 
