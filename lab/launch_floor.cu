@@ -1,5 +1,5 @@
 // launch_floor: what a small call costs the host on this machine, split into the kernel launch (the floor under
-// every small call's back-to-back time) and the library's own work (docs/perf-notes.md, "The codelab's default
+// every small call's back-to-back time) and the library's own work (docs/perf-notes-flash-sm80.md, "The codelab's default
 // shape"). Each kind of call is issued 500 times back to back per group; the kinds take turns within each of 21
 // groups, so a CPU that speeds up or slows down during the run moves them all alike. Prints the median host
 // microseconds per call of each kind as one JSON line:

@@ -3,7 +3,7 @@
 # and mbarrier operations addressed with a negative immediate offset, from the SASS. A kernel fails the check
 # without HMMA, with local-memory instructions, or with such a barrier operation: compute-sanitizer's racecheck
 # does not follow a barrier reached as [reg − offset] and reports the copies it orders as races
-# (docs/perf-notes.md, flash v6a). The sm_90a family's kernels (flash-sm90, sm90::forward_kernel) must also use
+# (docs/perf-notes-flash-sm80.md, v6a). The sm_90a family's kernels (flash-sm90, sm90::forward_kernel) must also use
 # the Hopper instructions they are built on: warpgroup MMA (HGMMA), TMA loads (UTMALDG) and the TMA store of O
 # (UTMASTG); on another architecture the library has none of them and only the flash kernels are checked.
 #   scripts/sass-check.sh [LIB] [ARCH]     defaults: build/gpu/src/libattnlab.so, sm_90a

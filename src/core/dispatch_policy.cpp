@@ -26,7 +26,7 @@ const PolicyRow kRows[] = {
      },
      {"flash", "cudnn", "cuda-naive"},
      "codelab default (4, 128, 8, 64) on an H200: flash 5.3–6.8 µs per call, cudnn 11.9–12.1 µs (docs/design.md §5; "
-     "docs/perf-notes.md, The codelab's default shape). Launch-bound, so the order holds on any GPU"},
+     "docs/perf-notes-flash-sm80.md, The codelab's default shape). Launch-bound, so the order holds on any GPU"},
     {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, causal only, head dim 128 with T and S ≥ "
      "4096, or head dims 192, 256 or 192/128 with T and S ≥ 8192",
      [](const CallTraits& t) {
@@ -70,7 +70,7 @@ const PolicyRow kRows[] = {
      [](const CallTraits& t) { return t.direction == Direction::forward && t.dtype == DType::f32; },
      {"flash", "cuda-naive"},
      "H200, B = 4, N = 8, H = 64, T = 64…1024: flash (3xTF32) 2.2–3.6× faster than cuda-naive; cudnn has no f32 "
-     "(docs/perf-notes.md, f32 inputs)"},
+     "(docs/perf-notes-flash-sm80.md, f32 inputs)"},
     {"GPU backward, f16/bf16",
      [](const CallTraits& t) { return t.direction == Direction::backward && half(t.dtype); },
      {"cudnn", "cuda-naive"},

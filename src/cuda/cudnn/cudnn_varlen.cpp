@@ -70,7 +70,7 @@ struct VarlenPlan {
   // Decode (every sequence at most one query): Q gathered into a padded (B, N, Hqk) buffer and O written to a
   // (B, N, Hv) one, and packed keys read as a cache of one-row pages, so that cuDNN runs its decode kernels (a
   // ragged Q, or ragged keys, run on its prefill kernels, one block per head: 11–12× slower at S = 32k,
-  // docs/perf-notes.md).
+  // docs/perf-notes-serving.md).
   bool gathered = false;
 };
 

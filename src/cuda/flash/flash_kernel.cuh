@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm) flash_
     pipeline.acquire(step);
     // The previous tile is released here rather than at the end of its step: by this wait its last MMAs have
     // consumed every ldmatrix result of it. With this placement the Hqk 64 mbarrier kernel runs 2–8 % faster than
-    // the block-barrier one; with the release at the end of the step it was within −0.3…+2.4 % (docs/perf-notes.md,
+    // the block-barrier one; with the release at the end of the step it was within −0.3…+2.4 % (docs/perf-notes-flash-sm80.md,
     // v4b and v6a, in different runs).
     if (step > 0) pipeline.release(step - 1);
     if constexpr (TilePipeline<Traits>::kIssueAtStart) load_tile(step + kStages - 1);

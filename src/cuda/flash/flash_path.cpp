@@ -92,7 +92,7 @@ class FlashPath final : public core::Path {
   }
 
   // The checks and the launch in one pass: the limits and the kernel's parameters once per call. On the codelab's
-  // shape a call's host time is the launch plus this work (docs/perf-notes.md, the default shape).
+  // shape a call's host time is the launch plus this work (docs/perf-notes-flash-sm80.md, the default shape).
   std::optional<std::string> run_if_able(Context::Impl& ctx, const core::Problem& p) const override {
     Plan plan;
     if (auto why = plan_call(p, plan)) return why;  // before anything is placed or launched

@@ -43,7 +43,7 @@ struct KernelTraits {
   // Accumulator registers per thread: the O and S fragments. From 192 (3/4 of the 255-register budget; of the
   // lists only 4 warps × 32 rows at Hv 128 get there) the kernel gives up a few instructions per step for
   // registers: the copy loop rebuilds its addresses per tile (smem_tile.cuh) and O's rescale sits behind a branch
-  // (softmax.cuh). Below it both cost time (docs/perf-notes.md, v6b and v7), so other kernels keep the plain code.
+  // (softmax.cuh). Below it both cost time (docs/perf-notes-flash-sm80.md, v6b and v7), so other kernels keep the plain code.
   static constexpr int kAccumulatorRegisters = kMFrags * (kOFrags + kNFrags) * 4;
   static constexpr bool kSaveRegisters = kAccumulatorRegisters >= 192;
 

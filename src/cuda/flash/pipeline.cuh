@@ -65,7 +65,7 @@ struct TilePipeline<Traits, true> {
   // otherwise turns full + 8·(t mod kStages) into a running address with a negative immediate offset
   // ([UR − 0x18] in the SASS). compute-sanitizer's racecheck does not match such an arrive to its barrier and
   // reports every copy issued in the main loop as racing with the tile's readers; with [base + slot·8 + positive
-  // offset], as in the prologue, it follows the barrier (docs/perf-notes.md, v6a).
+  // offset], as in the prologue, it follows the barrier (docs/perf-notes-flash-sm80.md, v6a).
   __device__ __forceinline__ static std::uint32_t slot_barrier(std::uint32_t first, int t) {
     int slot = t % kStages;
     asm volatile("" : "+r"(slot));

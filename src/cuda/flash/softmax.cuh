@@ -64,7 +64,7 @@ struct OnlineSoftmax {
     // With kSkipUnmovedRescale, O's rescale (kOFrags · 4 multiplies per row pair) is skipped when no row of the
     // warp has a new maximum: the factor is then exactly 1, or 0 for a row still at −inf whose O is still 0 (a
     // warp-uniform branch, so the result is bit-identical).
-    // Measured (docs/perf-notes.md, v6b, v7): no faster in the mbarrier kernels, 1–4 % slower at Hqk 64. It is
+    // Measured (docs/perf-notes-flash-sm80.md, v6b, v7): no faster in the mbarrier kernels, 1–4 % slower at Hqk 64. It is
     // there for registers: with the rescale behind the branch, ptxas fits FA2's 4-warp shape at Hqk 128 in 255
     // registers without spills (v6e).
     if constexpr (kSkipUnmovedRescale) {

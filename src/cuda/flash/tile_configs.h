@@ -4,19 +4,19 @@
 // force those on large GPUs too (ATTNLAB_FLASH_SMEM_LIMIT), and tests/test_flash_configs.cpp checks the choice for
 // each of those GPUs.
 //
-// Why these shapes (measured on the H200, docs/perf-notes.md "flash"): registers per thread ≈ O + S (+ Q)
+// Why these shapes (measured on the H200, docs/perf-notes-flash-sm80.md): registers per thread ≈ O + S (+ Q)
 // fragments plus addressing must stay ≤ 255 without spills (-Xptxas -v, scripts/sass-check.sh). 4 warps × 32 rows
 // share each K/V fragment between two m16 fragments (half the shared-memory traffic per MMA): the fastest at head
 // dim 64. At 96 and from 192 up only 8 warps × 16 rows fit the O accumulator. At 128 the same 4 warps × 32 rows
 // (O alone is 128 registers) fit without spills only since the copy loop rebuilds its per-thread addresses per
 // tile (smem_tile.cuh) and O's rescale sits behind a branch (softmax.cuh); at 96 KB two such blocks share an
 // H100/H200 SM, so one block's prologue and epilogue overlap the other's main loop: 7 % faster than 8 warps at
-// T = 512 and 5 % at 1k (docs/perf-notes.md, v6e). On an A100 or sm_86/89 GPU two do not fit an SM, and the launch
+// T = 512 and 5 % at 1k (docs/perf-notes-flash-sm80.md, v6e). On an A100 or sm_86/89 GPU two do not fit an SM, and the launch
 // takes the 8-warp configurations after it (not measured there). With 8 warps × 16 rows, one block per SM runs in
 // lockstep under a per-step block barrier unless per-slot mbarriers (pipeline.cuh) let the warps drift apart: +9 %
 // with 128-key tiles (355 vs 326 TFLOP/s on the H200). Modifier calls keep 8 warps × 16 rows with a block barrier.
 // At 64 the mbarrier version, with each tile released at the next step's wait, is 2–8 % faster than the barrier
-// one (docs/perf-notes.md, v6a). SmallList (optional): for grids that leave SMs idle
+// one (docs/perf-notes-flash-sm80.md, v6a). SmallList (optional): for grids that leave SMs idle
 // with the list's first configuration, where one block's latency is the call's time; at 64, 64-row blocks halve
 // it per warp and double the blocks (the codelab's default shape: 4.3 vs 5.6 µs per call under graph replay).
 #pragma once

@@ -9,7 +9,7 @@
 // (split_kv_combine.cuh), and writes the finished O and LSE. A second barrier keeps
 // each block's shared memory alive until the others have read it. No workspace, no second kernel and no hand-over
 // between kernels: where each split is a single key tile those are most of a decode call's time
-// (docs/perf-notes.md, split-KV v8).
+// (docs/perf-notes-serving.md, split-KV v8).
 //
 // Raw PTX for the cluster (its rank, the barriers, the peers' shared memory), as flash/ptx.cuh does for the rest:
 // the first barrier must release this block's shared-memory writes to the cluster, which costs a GPU-scope memory

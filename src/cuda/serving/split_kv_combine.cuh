@@ -3,7 +3,7 @@
 // joining the total. One block per (query row, head): every warp derives the weights (the splits' LSEs, four per
 // lane), warp w sums the splits w, w + 4, …, all its reads of a group of 32 splits issued before the first is
 // used (the first group's beside the LSEs'), and the four sums meet in shared memory. Decode combines few rows of
-// many splits, so what costs is the latency of each read, not their bytes (docs/perf-notes.md, split-KV v3, v7).
+// many splits, so what costs is the latency of each read, not their bytes (docs/perf-notes-serving.md, split-KV v3, v7).
 // Rows past cu_seqlens_q[B] belong to no sequence and are not written.
 #pragma once
 

@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   // A paged tile's key rows are found by the first 64 threads (one key each, one block-table read) into slot
   // step % kStages of key_rows: in the main loop two steps before the tile's copies are issued — the read into
   // a register one step, published the next — so that neither the copies nor the publishing thread waits on it
-  // (docs/perf-notes.md, split-KV v2).
+  // (docs/perf-notes-serving.md, split-KV v2).
   auto lookup = [&](int step) {
     return paged && thread < kBlockN && step < run_tiles
                ? Load::key_row(p, s, b, (run_begin + step) * kBlockN + thread, keys.end)
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   const float to_log2 = p.softcap > 0.0f ? kLog2e : p.scale * kLog2e;
 
   // O's rescale only when a row's maximum moved (warp-uniform branch, bit-identical): after a decode block's first
-  // tiles it rarely does, and its multiplies were a tenth of the step (docs/perf-notes.md, split-KV v3).
+  // tiles it rarely does, and its multiplies were a tenth of the step (docs/perf-notes-serving.md, split-KV v3).
   flash::OnlineSoftmax<1, Traits::kNFrags, Traits::kOFrags, true> softmax;
   softmax.init();
   typename Mma::OutFrags o;

@@ -85,7 +85,7 @@ struct SplitKvLoad {
   // Keys [key0, key0 + 64) of sequence b into k_tile and v_tile; keys at or past key_end read as zeros. `rows`:
   // the tile's key rows for RowSource::looked_up. Thread t copies chunk t % kChunks of rows t / kChunks + i·kRowStep;
   // packed rows are one pointer stepped kRowStep rows at a time, so that a copy costs a few integer instructions
-  // (the main loop is otherwise short of issue slots: docs/perf-notes.md, split-KV v3).
+  // (the main loop is otherwise short of issue slots: docs/perf-notes-serving.md, split-KV v3).
   template <RowSource kSource>
   __device__ __forceinline__ static void key_tile(const SplitKvParams& p, std::uint32_t k_tile, std::uint32_t v_tile,
                                                   const Sequence& s, int b, int kv_head, int key0, int key_end,

@@ -3,7 +3,7 @@
 // tests/split_kv_phases.cu instantiates them with PhaseStamps, which has thread 0 of every block write the GPU's
 // nanosecond clock (%globaltimer, comparable across SMs) and its SM's cycle counter (clock64) at each mark, so that
 // a decode step's wave can be laid out block by block: when each block started, how long its lengths' reads, its
-// first tile's latency, its loop and its epilogue took, and how the combine followed (docs/perf-notes.md, "Batch 1,
+// first tile's latency, its loop and its epilogue took, and how the combine followed (docs/perf-notes-serving.md, "Batch 1,
 // S = 32k"). A plain store per mark, issued and not waited for. Each mark is thread 0's view: when it got there
 // (the loop's end for its warp, the stores it issued), which the block's barriers tie to the others' at the first
 // tile and in the epilogue.

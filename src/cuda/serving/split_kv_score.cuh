@@ -1,6 +1,6 @@
 // The per-element part of a split-KV step: softcap on raw scores, and the mask on the tiles that need it (a warp's
 // keys not inside every one of its rows' visible range, core/mask.h's rule). Kept small on purpose: decode blocks
-// walk few tiles, so the kernel's code is fetched cold more than it is reused (docs/perf-notes.md, split-KV v3).
+// walk few tiles, so the kernel's code is fetched cold more than it is reused (docs/perf-notes-serving.md, split-KV v3).
 #pragma once
 
 #include <cmath>

@@ -35,7 +35,7 @@ constexpr int kSplitKvMaxClusterSplits = 16;
 
 // Whether a call's `splits` (split_kv_splits' count) merge inside a thread-block cluster on sm_90 instead of in the
 // combine kernel, when Tuning::split_kv_cluster_merge allows it and the device can hold such a cluster (the plan
-// asks both; split_kv.cpp). Measured on the H200 (docs/perf-notes.md, split-KV v8): a cluster merge pays where each
+// asks both; split_kv.cpp). Measured on the H200 (docs/perf-notes-serving.md, split-KV v8): a cluster merge pays where each
 // split is one key tile — 1.23–1.29× the combine at B = 1 with 1024 keys in 16 splits — and loses where a split
 // streams many tiles, because a call's clusters of 16 run two blocks to an SM on about half the SMs (0.74× at
 // 32k keys). So: 2–16 splits that are each one key tile; a forced count (`forced` > 0, Tuning::split_kv_splits)
