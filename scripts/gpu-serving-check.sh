@@ -16,8 +16,9 @@
 #      bench/decode_phases.py's tables from its stamps (tests/split_kv_phases.cu).
 #   6. the splits merged in thread-block clusters (Tuning::split_kv_cluster_merge, sm_90) against the combine
 #      kernel: their test (GpuVarlenForward.SplitsMergeInClusters) under memcheck, racecheck and synccheck, then
-#      `attnlab decode` at batch 1 (contexts 512 … 32k, contiguous and paged) with ATTNLAB_SPLIT_KV_CLUSTER_MERGE
-#      0 and 1 alternating, two rounds, and a table of the best µs per call of each (cluster.md).
+#      `attnlab decode` at batch 1 (contexts 256 … 32k, contiguous and paged) with ATTNLAB_SPLIT_KV_CLUSTER_MERGE
+#      0 and 1 alternating, two rounds, and a table of the best µs per call of each (cluster.md); from 2048 keys the
+#      rule keeps the combine, so 4k and 32k are the controls (equal within the run's spread);
 #   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4"; 5 and 6 on request).
 #   serving-check.sh [OUT_DIR]
 # Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,synccheck.txt,decode.jsonl,decode-peers.jsonl,
@@ -105,7 +106,7 @@ if [[ "$steps" == *" 6 "* ]]; then
   for round in 1 2; do
     for merge in 0 1; do
       ATTNLAB_SPLIT_KV_CLUSTER_MERGE=$merge bounded 120 "$dist/bin/attnlab" decode --batch 1 \
-        --context 512,1024,2048,4096,32768 --heads 32/8 --head-dim 128 --q-len 1 --layout contiguous,paged \
+        --context 256,512,1024,4096,32768 --heads 32/8 --head-dim 128 --q-len 1 --layout contiguous,paged \
         --page-size 64 --path auto --jsonl "$out/decode-cluster-$merge.jsonl" >> "$out/decode-cluster.txt" 2>&1 ||
         status=1
     done

@@ -11,10 +11,11 @@
 // between kernels: where each split is a single key tile those are most of a decode call's time
 // (docs/perf-notes-serving.md, split-KV v8).
 //
-// Raw PTX for the cluster (its rank, the barriers, the peers' shared memory), as flash/ptx.cuh does for the rest:
-// the first barrier must release this block's shared-memory writes to the cluster, which costs a GPU-scope memory
-// barrier (MEMBAR.ALL.GPU in the SASS); the second only has to order reads that have completed, and arrives
-// relaxed — cooperative groups' cluster.sync() releases at both.
+// Raw PTX for the cluster (its rank, the barrier, the peers' shared memory), as flash/ptx.cuh does for the rest.
+// Both barriers release (a GPU-scope memory barrier, MEMBAR.ALL.GPU in the SASS): the first publishes this block's
+// result to the cluster; the second orders this block's reads of its peers before any peer may leave — a relaxed
+// arrival would rely on every read's value having been consumed, which the compiler decides. At the second the
+// memory barrier waits for the block's stores of O, which the grid's end waits for in any case.
 #pragma once
 
 #include <cmath>
@@ -41,13 +42,10 @@ __device__ __forceinline__ unsigned blocks() {
   asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
   return n;
 }
-// Every thread of the cluster's blocks; this block's shared-memory writes before it are visible after it.
-__device__ __forceinline__ void sync_release() {
+// Every thread of the cluster's blocks; this block's memory accesses before it are ordered before the other
+// blocks' accesses after it.
+__device__ __forceinline__ void sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-// Every thread of the cluster's blocks, ordering nothing but the barrier itself.
-__device__ __forceinline__ void sync_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait;\n" ::: "memory");
 }
 // The address of this block's shared-memory byte `address` in block `peer`'s shared memory.
 __device__ __forceinline__ std::uint32_t map(std::uint32_t address, unsigned peer) {
@@ -79,10 +77,10 @@ struct SplitKvClusterMerge {
   static constexpr int kHeadDim = Traits::kHeadDim, kColChunks = kHeadDim / 4;
   static constexpr int kMaxSplits = kSplitKvMaxClusterSplits;
   // The split's result: O (kRows × kHeadDim f32), then its LSE (kRows f32), after the merge buffer in the stages'
-  // memory. It fits at head dims 64 and 128 for every row count; at 256 it would not with 64 rows, and the plan
-  // merges in clusters only up to 128 (split_kv.cpp), where two blocks share an SM.
+  // memory. It fits at head dims 64 and 128 for every row count; the plan merges in clusters only up to 128
+  // (split_kv.cpp), so no cluster kernel is built at 256 (where 64 rows would not fit).
   static constexpr int kResultBytes = Traits::kRows * (kHeadDim + 1) * 4;
-  static constexpr bool kFits = Traits::kMergeBytes + kResultBytes <= Traits::kStagesBytes;
+  static constexpr bool kFits = kHeadDim <= 128 && Traits::kMergeBytes + kResultBytes <= Traits::kStagesBytes;
 
   // After the barrier behind Epilogue::stage(); every thread of every block of the cluster calls it.
   __device__ __forceinline__ static void run(const SplitKvParams& p, float* merge, const Sequence& s, int kv_head,
@@ -97,7 +95,7 @@ struct SplitKvClusterMerge {
       *reinterpret_cast<float4*>(result_o + r * kHeadDim + col) = Epilogue::split_o(l, acc);
       if (col == 0) result_lse[r] = Epilogue::split_lse(m, l);
     });
-    cluster::sync_release();  // every block's result written, and visible to the cluster
+    cluster::sync();  // every block's result written, and visible to the cluster
 
     // Item id = thread · blocks + rank: the items spread over the blocks, so that no SM reads the cluster alone.
     // The reads are unconditional (a rank past the cluster's blocks reads the last one's result again and gets
@@ -132,7 +130,7 @@ struct SplitKvClusterMerge {
       const FinishedRow f = FinishedRow::of(shift, l, sink_of(p, kv_head * p.group + pair % p.group));
       Epilogue::write_finished(p, s, kv_head, pair, col, f, acc);
     }
-    cluster::sync_relaxed();  // no block leaves while another may still read its shared memory (the reads are used)
+    cluster::sync();  // no block leaves while another may still read its shared memory
 #else
     __trap();  // the host launches clusters only where the kernel has sm_90 code (split_kv_launch.cuh)
 #endif

@@ -42,19 +42,22 @@ template <class Traits>
 struct SplitKvClusterKernel {
   static constexpr auto kernel() { return split_kv_kernel<Traits, NoPhaseStamps, true>; }
 
-  static void prepare(int device) {
+  // False (the runtime's error cleared) where the device refuses an attribute: the plan then keeps the combine.
+  static bool prepare(int device) {
     static std::atomic<unsigned long long> prepared{0};
     const unsigned long long bit = 1ull << (device % 64);
-    if ((prepared.load(std::memory_order_acquire) & bit) != 0) return;
-    check_cuda(cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes),
-               "split-KV cluster kernel: shared memory attribute");
-    check_cuda(cudaFuncSetAttribute(kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-               "split-KV cluster kernel: cluster size attribute");
+    if ((prepared.load(std::memory_order_acquire) & bit) != 0) return true;
+    if (cudaFuncSetAttribute(kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSmemBytes) != cudaSuccess ||
+        cudaFuncSetAttribute(kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
     prepared.fetch_or(bit, std::memory_order_acq_rel);
+    return true;
   }
 
   // Whether `device` (current) runs the kernel's sm_90 code and holds at least one cluster of `splits` blocks (the
-  // occupancy the runtime reports for it). Asked once per device and count.
+  // occupancy the runtime reports for it; a runtime error there counts as no). Asked once per device and count.
   static bool fits(int device, int splits) {
     if (splits < 2 || splits > kSplitKvMaxClusterSplits) return false;
     static std::atomic<unsigned long long> checked{0}, sm90_code{0};
@@ -64,7 +67,6 @@ struct SplitKvClusterKernel {
     std::atomic<std::uint32_t>& k = known[device % 64];
     std::atomic<std::uint32_t>& h = holds[device % 64];
     if ((k.load(std::memory_order_acquire) & bit) == 0) {
-      prepare(device);
       cudaLaunchConfig_t config{};
       config.gridDim = dim3(unsigned(splits));
       config.blockDim = dim3(Traits::kThreads);
@@ -74,7 +76,10 @@ struct SplitKvClusterKernel {
       cluster.val.clusterDim.x = unsigned(splits), cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
       config.attrs = &cluster, config.numAttrs = 1;
       int clusters = 0;
-      check_cuda(cudaOccupancyMaxActiveClusters(&clusters, kernel(), &config), "split-KV cluster kernel: occupancy");
+      if (!prepare(device) || cudaOccupancyMaxActiveClusters(&clusters, kernel(), &config) != cudaSuccess) {
+        cudaGetLastError();
+        clusters = 0;
+      }
       if (clusters > 0) h.fetch_or(bit, std::memory_order_acq_rel);
       k.fetch_or(bit, std::memory_order_acq_rel);
     }
@@ -111,8 +116,7 @@ void launch_split_kv_rows(const SplitKvParams& p, const SplitKvPlan& plan, cudaS
   if (plan.cluster_merge) {
     // The plan asked SplitKvClusterKernel::fits (split_kv.cpp); the phase-stamped build never merges in clusters.
     if constexpr (std::is_same_v<Stamps, NoPhaseStamps> && SplitKvClusterMerge<Traits>::kFits) {
-      using Cluster = SplitKvClusterKernel<Traits>;
-      Cluster::prepare(plan.device);
+      using Cluster = SplitKvClusterKernel<Traits>;  // prepared by fits()
       attributes[1].id = cudaLaunchAttributeClusterDimension;
       attributes[1].val.clusterDim.x = unsigned(p.splits), attributes[1].val.clusterDim.y = 1;
       attributes[1].val.clusterDim.z = 1;
