@@ -95,6 +95,9 @@ class HostTensor {
   // A view of the tensor (an empty view when the tensor is not defined).
   TensorView view() const;
   void* data() const { return const_cast<std::byte*>(bytes_ptr()) + offset_bytes_; }
+  // The whole allocation, padding included: [first, last).
+  const std::byte* allocation_begin() const { return bytes_ptr(); }
+  const std::byte* allocation_end() const { return bytes_ptr() + alloc_bytes_; }
 
   // Elements by logical row-major index (the index a dense tensor of this shape would use).
   double get(std::int64_t index) const;
