@@ -1,6 +1,6 @@
 // Random breakage of valid calls on CPU tensors (docs/design.md §2: every precondition is checked before any
 // launch, nothing is written when a call fails; the README's "no crash on any input"): each iteration takes a
-// valid forward, backward or packed (serving) call, breaks one to three things at random — a tensor's rank, a
+// valid forward, backward, packed (serving) or append call, breaks one to three things at random — a tensor's rank, a
 // dimension, a stride, its dtype, device or alignment; the scale, softcap and window; the values of lengths,
 // offsets and block tables; the maximum lengths; the path — and makes the call. It must either run or throw
 // attnlab::Error with a code other than `internal`, and a refused call must leave every buffer as it was. Views are
@@ -172,6 +172,12 @@ std::vector<const TensorView*> views(const VarlenForwardArgs& a) {
   return v;
 }
 
+std::vector<const TensorView*> views(const attnlab::AppendKVArgs& a) {
+  std::vector<const TensorView*> v = {&a.k_new, &a.v_new, &a.cu_seqlens_new, &a.k_cache, &a.v_cache, &a.seqlens};
+  if (a.paged) v.insert(v.end(), {&a.paged->k_cache, &a.paged->v_cache, &a.paged->block_table, &a.paged->seqlens});
+  return v;
+}
+
 template <class Args>
 bool every_view_inside(const Args& a, const Breaker& breaker) {
   for (const TensorView* v : views(a))
@@ -273,6 +279,57 @@ TEST(ServingValidationFuzz, BrokenPackedCallsRunOrFailCleanly) {
                     "packed call " + std::to_string(i) + (page_size ? " (paged)" : " (packed keys)"));
     }
     outcomes.expect_both(page_size ? "packed, paged keys" : "packed", kCalls);
+  }
+}
+
+// append_kv into a contiguous cache (padded new rows) and a paged one (packed new rows, pages out of order): the
+// lengths, offsets and block table are read on the host, so every value of them is the library's to check, and a
+// refused append writes no byte of the cache.
+TEST(ServingValidationFuzz, BrokenAppendsRunOrFailCleanly) {
+  ATTNLAB_TEST_RNG(rng);
+  std::fprintf(stderr, "seed %llu\n", static_cast<unsigned long long>(rng.seed()));
+  attnlab::Context ctx;
+  constexpr std::int64_t K = 2, H = 8;
+  for (const bool paged : {false, true}) {
+    HostTensor k_cache(DType::f32, paged ? std::vector<std::int64_t>{6, 4, K, H} : std::vector<std::int64_t>{2, 12, K, H});
+    HostTensor v_cache(DType::f32, k_cache.shape());
+    HostTensor lens = int_tensor({3, 5});
+    HostTensor table = int_tensor({4, 1, 0, 5, 2, 3}, 3);  // three pages a sequence, out of order
+    HostTensor cu = int_tensor({0, 2, 3});
+    HostTensor k_new(DType::f32, paged ? std::vector<std::int64_t>{3, K, H} : std::vector<std::int64_t>{2, 2, K, H});
+    HostTensor v_new(DType::f32, k_new.shape());
+    k_new.fill_random(rng);
+    v_new.fill_random(rng);
+    std::vector<HostTensor*> watched = {&k_cache, &v_cache, &lens, &table, &cu, &k_new, &v_new};
+    Breaker breaker(rng, watched);
+    HostTensor* ints[] = {&lens, &table, &cu};
+    std::vector<std::vector<double>> valid;
+    for (HostTensor* t : ints) valid.push_back(t->values());
+    Outcomes outcomes;
+    for (int i = 0; i < kCalls && !::testing::Test::HasFailure(); ++i) {
+      for (std::size_t t = 0; t < std::size(ints); ++t) ints[t]->set_values(valid[t]);
+      attnlab::AppendKVArgs a;
+      a.k_new = k_new.view(), a.v_new = v_new.view();
+      if (paged) {
+        a.cu_seqlens_new = cu.view();
+        a.paged = attnlab::PagedKV{k_cache.view(), v_cache.view(), table.view(), lens.view()};
+      } else {
+        a.k_cache = k_cache.view(), a.v_cache = v_cache.view(), a.seqlens = lens.view();
+      }
+      for (int n = int(rng.integer(1, 3)); n > 0; --n) {
+        if (rng.chance(0.7))
+          breaker.view(any_view(a, rng));
+        else
+          breaker.value(*ints[std::size_t(rng.integer(0, 2))], 10);
+      }
+      if (!every_view_inside(a, breaker)) {
+        ++outcomes.skipped;
+        continue;
+      }
+      outcomes.call([&] { attnlab::append_kv(ctx, a); }, watched,
+                    "append " + std::to_string(i) + (paged ? " (paged)" : " (contiguous)"));
+    }
+    outcomes.expect_both(paged ? "append, paged" : "append, contiguous", kCalls);
   }
 }
 
