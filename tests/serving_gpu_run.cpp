@@ -16,6 +16,14 @@ attnlab::Options options_of(const GpuVarlenCase& c, const char* path) {
   return o;
 }
 
+Batch batch_of(const GpuVarlenCase& c, std::int64_t head_dim, DType dtype, Rng& rng) {
+  Batch b;
+  b.N = c.N, b.K = c.K, b.Hqk = b.Hv = head_dim, b.dtype = dtype;
+  b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.page_size = c.page_size, b.with_sinks = c.sinks;
+  b.make(rng);
+  return b;
+}
+
 #if ATTNLAB_WITH_CUDA
 cudaStream_t nonblocking() {
   static cudaStream_t s = [] {

@@ -33,6 +33,9 @@ struct GpuVarlenCase {
 // The case's options on `path`.
 attnlab::Options options_of(const GpuVarlenCase& c, const char* path);
 
+// The case's batch at head dim `head_dim` (Hqk = Hv) and `dtype`, its tensors drawn from `rng`.
+Batch batch_of(const GpuVarlenCase& c, std::int64_t head_dim, DType dtype, Rng& rng);
+
 #if ATTNLAB_WITH_CUDA
 // A non-blocking stream shared by the tests (created once, never destroyed: the process ends with it).
 cudaStream_t nonblocking();

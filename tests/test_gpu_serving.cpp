@@ -146,10 +146,7 @@ TEST(GpuVarlenForward, MatchesTheReference) {
         SCOPED_TRACE(std::string(c.name) + ", head dim " + std::to_string(head_dim) + ", " + dtype_name(dtype) +
                      (other_stream ? ", non-blocking stream" : ""));
         Rng rng(1000 + std::uint64_t(run));
-        Batch b;
-        b.N = c.N, b.K = c.K, b.Hqk = b.Hv = head_dim, b.dtype = dtype;
-        b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.page_size = c.page_size, b.with_sinks = c.sinks;
-        b.make(rng);
+        Batch b = batch_of(c, head_dim, dtype, rng);
         // The split-KV kernel; what flash and auto choose is FlashChoosesByTheBatch's.
         const attnlab::Options o = options_of(c, "flash-sm80");
         EXPECT_EQ(run_on_gpu(b, o, other_stream).path, "flash-sm80");
@@ -395,10 +392,7 @@ TEST(GpuVarlenForward, SplitsMergeInClusters) {
         SCOPED_TRACE(std::string(c.name) + ", head dim " + std::to_string(head_dim) + ", " + dtype_name(dtype) +
                      (other_stream ? ", non-blocking stream" : ""));
         Rng rng(9000 + std::uint64_t(run));
-        Batch b;
-        b.N = c.N, b.K = c.K, b.Hqk = b.Hv = head_dim, b.dtype = dtype;
-        b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.page_size = c.page_size, b.with_sinks = c.sinks;
-        b.make(rng);
+        Batch b = batch_of(c, head_dim, dtype, rng);
         attnlab::Tuning tuning = attnlab::Tuning::from_environment();
         tuning.split_kv_cluster_merge = 1;
         tuning.split_kv_splits = cc.forced;

@@ -44,10 +44,7 @@ TEST(GpuVarlenForwardCudnn, MatchesTheReference) {
         SCOPED_TRACE(std::string(c.name) + ", head dim " + std::to_string(head_dim) + ", " + dtype_name(dtype) +
                      (other_stream ? ", non-blocking stream" : ""));
         Rng rng(7000 + std::uint64_t(run));
-        Batch b;
-        b.N = c.N, b.K = c.K, b.Hqk = b.Hv = head_dim, b.dtype = dtype;
-        b.q_lens = c.q_lens, b.kv_lens = c.kv_lens, b.page_size = c.page_size;
-        b.make(rng);
+        Batch b = batch_of(c, head_dim, dtype, rng);
         const attnlab::Options o = options_of(c, "cudnn");
         EXPECT_EQ(run_on_gpu(b, o, other_stream).path, "cudnn");
         check_outputs(b, o);
