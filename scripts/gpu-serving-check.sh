@@ -21,7 +21,7 @@
 #      rule keeps the combine, so 4k and 32k are the controls (equal within the run's spread);
 #   7. key tiles prefetched before the split kernel's wait (Tuning::split_kv_prefetch_tiles, sm_90): their test
 #      (GpuVarlenForward.KeysPrefetchedBeforeTheWait) under memcheck, then `attnlab decode` at batch 1 and 4
-#      (contexts 1k … 32k, contiguous; paged is never prefetched, a control) with ATTNLAB_SPLIT_KV_PREFETCH_TILES
+#      (contexts 1k … 32k, contiguous and paged) with ATTNLAB_SPLIT_KV_PREFETCH_TILES
 #      0, 2, 4 and 8 in turn, two rounds, a table of the best µs per call (prefetch.md), and `split_kv_phases
 #      measure` at B = 1, 32k with 0 and 4 tiles (phases-prefetch-*.csv, prefetch-phases.md);
 #   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4"; 5, 6 and 7 on request).

@@ -126,9 +126,9 @@ struct Batch {
     p.B = B, p.N = N, p.K = K, p.group = group, p.max_q = 1, p.max_k = max_k;
     p.scale = float(1.0 / std::sqrt(double(kHeadDim)));  // the library's default scale (split_kv.cpp)
     p.splits = plan.splits;
-    // As the library plans it: ATTNLAB_SPLIT_KV_PREFETCH_TILES (Tuning::split_kv_prefetch_tiles), packed keys.
+    // As the library plans it: ATTNLAB_SPLIT_KV_PREFETCH_TILES (Tuning::split_kv_prefetch_tiles).
     plan.prefetch_tiles = split_kv_prefetch_tiles(attnlab::Tuning::from_environment().split_kv_prefetch_tiles,
-                                                  plan.splits, plan.dependent_launch, false);
+                                                  plan.splits, plan.dependent_launch);
     p.prefetch_tiles = plan.prefetch_tiles;
     if (plan.splits > 1) {
       const std::size_t rows = std::size_t(plan.splits) * B * N;

@@ -435,9 +435,10 @@ TEST(GpuVarlenForward, SplitsMergeInClusters) {
 
 // Key tiles asked of L2 before the split-KV kernel's griddepcontrol.wait (sm_90, Tuning::split_kv_prefetch_tiles;
 // src/cuda/serving/split_kv_prefetch.cuh): a prefetch reads no value, so every output must equal the reference
-// whether the host's guess of where a block's keys lie is exact (one sequence, equal lengths) or wrong (unequal
-// lengths, a sequence without keys, a causal or window mask, queries of several tokens), at 2 tiles and at more
-// than any block's run; paged keys (no prefetch) alike. Three calls back to back on one stream, so that a call's
+// whether the guess of where a block's keys lie is exact (one sequence, equal lengths) or wrong (unequal lengths, a
+// sequence without keys, a causal or window mask, queries of several tokens), with packed keys and with paged ones
+// (pages of 16 and 256, out of order, a block table read before the wait), at 2 tiles and at more than any block's
+// run. Three calls back to back on one stream, so that a call's
 // blocks are resident and prefetching while the one before it still runs. memcheck runs this too: no guessed row may fall
 // outside k and v.
 TEST(GpuVarlenForward, KeysPrefetchedBeforeTheWait) {
@@ -451,6 +452,7 @@ TEST(GpuVarlenForward, KeysPrefetchedBeforeTheWait) {
       {"few queries causal", {16, 3}, {2000, 17}, 8, 2, 0, 1, false, 0.0f},
       {"window", {5, 1}, {1500, 900}, 8, 8, 0, 3, false, 0.0f},
       {"decode paged 16", {1, 1}, {3000, 513}, 32, 8, 16, 0, false, 0.0f},
+      {"decode paged 256 sinks", {1, 1, 1}, {4000, 0, 257}, 8, 1, 256, 0, true, 0.0f},
   };
   int run = 0;
   for (const int tiles : {2, 64})

@@ -81,16 +81,15 @@ TEST(SplitKvPlan, ForcedCountsChooseTheMergeBySize) {
   EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 64, 4), 64, 4));  // one tile: one split
 }
 
-TEST(SplitKvPlan, PrefetchOnlyWhereBlocksWaitEarlyOverPackedKeys) {
-  // B = 1 at 32k keys on sm_90 (32 splits, packed keys): the requested tiles.
-  EXPECT_EQ(split_kv_prefetch_tiles(2, split_kv_splits(8, kH200Slots, 32768, 0), true, false), 2);
-  EXPECT_EQ(split_kv_prefetch_tiles(64, 32, true, false), 64);
+TEST(SplitKvPlan, PrefetchOnlyWhereBlocksWaitEarly) {
+  // B = 1 at 32k keys on sm_90 (32 splits): the requested tiles.
+  EXPECT_EQ(split_kv_prefetch_tiles(2, split_kv_splits(8, kH200Slots, 32768, 0), true), 2);
+  EXPECT_EQ(split_kv_prefetch_tiles(64, 32, true), 64);
   // Not requested (the default), one split (the batch fills the GPU: most blocks start after the wait), no
-  // dependent launch (before sm_90 nothing waits on the device), paged keys (their rows are in the block table).
-  EXPECT_EQ(split_kv_prefetch_tiles(0, 32, true, false), 0);
-  EXPECT_EQ(split_kv_prefetch_tiles(2, split_kv_splits(64 * 8, kH200Slots, 32768, 0), true, false), 0);
-  EXPECT_EQ(split_kv_prefetch_tiles(2, 32, false, false), 0);
-  EXPECT_EQ(split_kv_prefetch_tiles(2, 32, true, true), 0);
+  // dependent launch (before sm_90 nothing waits on the device).
+  EXPECT_EQ(split_kv_prefetch_tiles(0, 32, true), 0);
+  EXPECT_EQ(split_kv_prefetch_tiles(2, split_kv_splits(64 * 8, kH200Slots, 32768, 0), true), 0);
+  EXPECT_EQ(split_kv_prefetch_tiles(2, 32, false), 0);
 }
 
 }  // namespace

@@ -160,9 +160,8 @@ struct Tuning {
   // combine kernel where src/cuda/serving/split_kv_splits.h's rule says so (each split one key tile, or a forced
   // count of 2–16): 0 (the default) = never, 1 = where the rule says. For measurements.
   int split_kv_cluster_merge = 0;
-  // ATTNLAB_SPLIT_KV_PREFETCH_TILES: on sm_90, key tiles each block of a split call over packed keys asks L2 for
-  // while it waits for the kernel before it (src/cuda/serving/split_kv_prefetch.cuh); 0 (the default) = none. For
-  // measurements.
+  // ATTNLAB_SPLIT_KV_PREFETCH_TILES: on sm_90, key tiles each block of a split call asks L2 for while it waits for
+  // the kernel before it (src/cuda/serving/split_kv_prefetch.cuh); 0 (the default) = none. For measurements.
   int split_kv_prefetch_tiles = 0;
   // Fault injection for tests: every cuDNN graph build of this context fails as "unsupported", so that auto's
   // fallback and why_not's agreement with the call can be shown on any GPU.

@@ -100,8 +100,7 @@ SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& 
   plan.splits = split_kv_splits(blocks, slots, a.max_seqlen_k, tuning.split_kv_splits);
   // Clusters of up to 16 blocks at two blocks per SM (head dims up to 128); the device is asked last, once per
   // count (split_kv_launch.cuh).
-  plan.prefetch_tiles = split_kv_prefetch_tiles(tuning.split_kv_prefetch_tiles, plan.splits, plan.dependent_launch,
-                                                a.paged.has_value());
+  plan.prefetch_tiles = split_kv_prefetch_tiles(tuning.split_kv_prefetch_tiles, plan.splits, plan.dependent_launch);
   plan.cluster_merge = tuning.split_kv_cluster_merge == 1 && plan.dependent_launch && l.Hqk <= 128 &&
                        (l.dtype == DType::bf16 || l.dtype == DType::f16) &&
                        split_kv_cluster_merge(plan.splits, a.max_seqlen_k, tuning.split_kv_splits) &&

@@ -49,12 +49,11 @@ inline bool split_kv_cluster_merge(int splits, std::int64_t max_seqlen_k, std::i
 
 // How many key tiles each split-KV block asks L2 for before its grid-dependency wait (split_kv_prefetch.cuh): the
 // requested count (Tuning::split_kv_prefetch_tiles) where blocks wait on the device at all (a dependent launch,
-// sm_90), where the plan cut the keys into splits because the batch alone leaves SMs idle (so every block of the
-// call is resident at once, and early), and where the keys are packed rows; none elsewhere — a paged key's row is
-// in the block table, which may not be read before the wait, and in a call with more blocks than the GPU holds
-// most blocks start after the wait, with nothing to overlap.
-inline int split_kv_prefetch_tiles(int requested, int splits, bool dependent_launch, bool paged) {
-  return requested > 0 && splits > 1 && dependent_launch && !paged ? requested : 0;
+// sm_90) and the plan cut the keys into splits because the batch alone leaves SMs idle — so every block of the
+// call is resident at once, and early; none elsewhere: in a call with more blocks than the GPU holds most blocks
+// start after the wait, with nothing to overlap.
+inline int split_kv_prefetch_tiles(int requested, int splits, bool dependent_launch) {
+  return requested > 0 && splits > 1 && dependent_launch ? requested : 0;
 }
 
 }  // namespace attnlab::cuda::serving
