@@ -19,16 +19,10 @@
 #      `attnlab decode` at batch 1 (contexts 256 … 32k, contiguous and paged) with ATTNLAB_SPLIT_KV_CLUSTER_MERGE
 #      0 and 1 alternating, two rounds, and a table of the best µs per call of each (cluster.md); from 2048 keys the
 #      rule keeps the combine, so 4k and 32k are the controls (equal within the run's spread);
-#   7. key tiles prefetched before the split kernel's wait (Tuning::split_kv_prefetch_tiles, sm_90): their test
-#      (GpuVarlenForward.KeysPrefetchedBeforeTheWait) under memcheck, then `attnlab decode` at batch 1 and 4
-#      (contexts 1k … 32k, contiguous and paged) with ATTNLAB_SPLIT_KV_PREFETCH_TILES
-#      0, 2, 4 and 8 in turn, two rounds, a table of the best µs per call (prefetch.md), and `split_kv_phases
-#      measure` at B = 1, 32k with 0 and 4 tiles (phases-prefetch-*.csv, prefetch-phases.md);
-#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4"; 5, 6 and 7 on request).
+#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4"; 5 and 6 on request).
 #   serving-check.sh [OUT_DIR]
 # Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,synccheck.txt,decode.jsonl,decode-peers.jsonl,
-# prefill.jsonl,phases-b*.csv,phases.md,cluster-*.txt,decode-cluster-*.jsonl,cluster.md,prefetch-*.txt,
-# decode-prefetch-*.jsonl,prefetch.md,phases-prefetch-*.csv,prefetch-phases.md,summary.txt}. Exits 1 when
+# prefill.jsonl,phases-b*.csv,phases.md,cluster-*.txt,decode-cluster-*.jsonl,cluster.md,summary.txt}. Exits 1 when
 # a test fails, a sanitizer reports anything or a step runs out of time.
 set -uo pipefail
 dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -136,54 +130,6 @@ for (S, layout), b in sorted(best.items()):
 PY
   say "cluster merge against the combine, batch 1, GQA 32/8, Hqk 128 (best of 2 rounds) (${SECONDS}s):"
   tee -a "$out/summary.txt" < "$out/cluster.md"
-fi
-
-if [[ "$steps" == *" 7 "* ]]; then
-  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  bounded 240 "$sanitizer" --tool memcheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
-    --gtest_filter='GpuVarlenForward.KeysPrefetchedBeforeTheWait' > "$out/prefetch-memcheck.txt" 2>&1 || status=1
-  say "prefetch, memcheck: $(grep -hE 'ERROR SUMMARY' "$out/prefetch-memcheck.txt" | tail -1)" \
-      "$(grep -hoE '^\[  (PASSED|FAILED)  \] [0-9]+ tests?' "$out/prefetch-memcheck.txt" | tr '\n' ' ')(${SECONDS}s)"
-  for round in 1 2; do
-    for tiles in 0 2 4 8; do
-      ATTNLAB_SPLIT_KV_PREFETCH_TILES=$tiles bounded 120 "$dist/bin/attnlab" decode --batch 1,4 \
-        --context 1024,4096,32768 --heads 32/8 --head-dim 128 --q-len 1 --layout contiguous,paged \
-        --page-size 64 --path auto --jsonl "$out/decode-prefetch-$tiles.jsonl" >> "$out/prefetch-decode.txt" 2>&1 ||
-        status=1
-    done
-  done
-  python3 - "$out" > "$out/prefetch.md" <<'PY' || status=1
-# Best µs per call of each (batch, context, layout) at each prefetch depth, and the ratio of none (0) to each.
-import json, os, sys
-depths = (0, 2, 4, 8)
-best = {}
-for t in depths:
-    path = f"{sys.argv[1]}/decode-prefetch-{t}.jsonl"
-    if not os.path.exists(path):
-        continue
-    for r in map(json.loads, open(path)):
-        if r.get("ms") is None:
-            continue
-        key = (r["B"], r["S"], r["layout"])
-        us = r["ms"] * 1000
-        best.setdefault(key, {})[t] = min(us, best.get(key, {}).get(t, us))
-print("| B | S | layout | " + " | ".join(f"{t} tiles µs" for t in depths) + " | best / none |")
-print("|---|---|---|" + "---|" * len(depths) + "---|")
-for (B, S, layout), b in sorted(best.items()):
-    cells = " | ".join(f"{b[t]:.2f}" if t in b else "–" for t in depths)
-    ratio = f"{b[0] / min(v for k, v in b.items() if k):.3f}×" if 0 in b and len(b) > 1 else "–"
-    print(f"| {B} | {S} | {layout} | {cells} | {ratio} |")
-PY
-  say "key tiles prefetched before the wait, GQA 32/8, Hqk 128 (best of 2 rounds) (${SECONDS}s):"
-  tee -a "$out/summary.txt" < "$out/prefetch.md"
-  for tiles in 0 4; do
-    ATTNLAB_SPLIT_KV_PREFETCH_TILES=$tiles bounded 120 "$dist/bin/split_kv_phases" measure --batch 1 \
-      --context 32768 --heads 32/8 --out "$out/phases-prefetch-$tiles.csv" >> "$out/prefetch-phases.txt" 2>&1 ||
-      status=1
-  done
-  python3 "$dist/bench/decode_phases.py" "$out"/phases-prefetch-0.csv "$out"/phases-prefetch-4.csv \
-    > "$out/prefetch-phases.md" 2>&1 || status=1
-  say "prefetch phases: prefetch-phases.md (${SECONDS}s)"
 fi
 
 say "serving-check: status $status (${SECONDS}s)"

@@ -123,13 +123,9 @@ struct Batch {
     p.k = k.data, p.v = v.data;
     p.k_row = p.v_row = std::int64_t(K) * kHeadDim, p.k_head = p.v_head = kHeadDim;
     p.cu_k = cu_k.data, p.total_k = total_k;
-    p.B = B, p.N = N, p.K = K, p.group = group, p.max_q = 1, p.max_k = max_k;
+    p.B = B, p.N = N, p.K = K, p.group = group, p.max_q = 1;
     p.scale = float(1.0 / std::sqrt(double(kHeadDim)));  // the library's default scale (split_kv.cpp)
     p.splits = plan.splits;
-    // As the library plans it: ATTNLAB_SPLIT_KV_PREFETCH_TILES (Tuning::split_kv_prefetch_tiles).
-    plan.prefetch_tiles = split_kv_prefetch_tiles(attnlab::Tuning::from_environment().split_kv_prefetch_tiles,
-                                                  plan.splits, plan.dependent_launch);
-    p.prefetch_tiles = plan.prefetch_tiles;
     if (plan.splits > 1) {
       const std::size_t rows = std::size_t(plan.splits) * B * N;
       part = std::make_unique<DeviceArray<float>>(rows * kHeadDim + rows);

@@ -1,5 +1,5 @@
 // Which member of path `flash` takes a small call (src/cuda/flash_family_rule.h): flash-sm80's small-problem kernel
-// at head dim 64 where the keys fit one tile, no query heads are packed and flash-sm80's grid leaves SMs idle;
+// at head dim 64 with at most 256 keys, no query heads are packed and flash-sm80's grid leaves SMs idle;
 // flash-sm90 everywhere else it runs. Host code: runs without a GPU.
 #include <gtest/gtest.h>
 
@@ -28,10 +28,14 @@ TEST(FlashFamilyRule, TheCodelabShapeRunsSm80) {
   EXPECT_TRUE(on_h200(dims(1, 1, 1, 1, 1)));
   EXPECT_TRUE(on_h200(dims(4, 113, 97, 8, 8)));
   EXPECT_TRUE(on_h200(dims(2, 256, 128, 8, 8)));  // two 128-row blocks a head: 32
+  EXPECT_TRUE(on_h200(dims(4, 256, 256, 8, 8)));  // measured: 6.9 µs against flash-sm90's 8.2
+  EXPECT_TRUE(on_h200(dims(4, 128, 129, 8, 8)));  // a second key tile
 }
 
 TEST(FlashFamilyRule, LongerKeysAndOtherHeadDimsStayOnSm90) {
-  EXPECT_FALSE(on_h200(dims(4, 128, 129, 8, 8)));  // a second key tile: not measured
+  EXPECT_FALSE(on_h200(dims(4, 128, 257, 8, 8)));
+  EXPECT_FALSE(on_h200(dims(4, 512, 512, 8, 8)));  // measured: flash-sm90 12.2 µs against 13.6
+  EXPECT_FALSE(on_h200(dims(4, 128, 1024, 8, 8)));
   EXPECT_FALSE(on_h200(dims(4, 128, 4096, 8, 8)));
   EXPECT_FALSE(on_h200(dims(4, 128, 128, 8, 8, 128)));
   EXPECT_FALSE(on_h200(dims(4, 128, 128, 8, 8, 96)));

@@ -524,8 +524,8 @@ TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
   other.expect_path = "flash-sm80";
   check_forward(other, rng);
 
-  // Small calls at head dim 64: the codelab's shape on flash-sm80; packed query heads (GQA, T ≤ 64) and keys past
-  // one tile on flash-sm90.
+  // Small calls at head dim 64: the codelab's shape and 256 keys on flash-sm80; packed query heads (GQA, T ≤ 64)
+  // and keys past 256 on flash-sm90.
   Case small = sm90_case(DType::bf16, {64, 64});
   small.path = "flash";
   small.B = 4, small.T = 128, small.S = 128, small.N = 8, small.K = 8;
@@ -534,7 +534,9 @@ TEST(GpuFlashFamily, FlashRunsSm90WhereItCanAndSm80Elsewhere) {
   small.mask.causal = true;
   check_forward(small, rng);
   small.mask.causal = false;
-  small.T = 64, small.K = 2;
+  small.T = 256, small.S = 256;
+  check_forward(small, rng);
+  small.T = 64, small.S = 128, small.K = 2;
   small.expect_path = "flash-sm90";
   check_forward(small, rng);
   small.B = 1, small.T = 300, small.S = 300, small.N = 2, small.K = 1;

@@ -433,57 +433,6 @@ TEST(GpuVarlenForward, SplitsMergeInClusters) {
 #endif
 }
 
-// Key tiles asked of L2 before the split-KV kernel's griddepcontrol.wait (sm_90, Tuning::split_kv_prefetch_tiles;
-// src/cuda/serving/split_kv_prefetch.cuh): a prefetch reads no value, so every output must equal the reference
-// whether the guess of where a block's keys lie is exact (one sequence, equal lengths) or wrong (unequal lengths, a
-// sequence without keys, a causal or window mask, queries of several tokens), with packed keys and with paged ones
-// (pages of 16 and 256, out of order, a block table read before the wait), at 2 tiles and at more than any block's
-// run. Three calls back to back on one stream, so that a call's
-// blocks are resident and prefetching while the one before it still runs. memcheck runs this too: no guessed row may fall
-// outside k and v.
-TEST(GpuVarlenForward, KeysPrefetchedBeforeTheWait) {
-  ATTNLAB_REQUIRE_GPU();
-#if ATTNLAB_WITH_CUDA
-  if (!is_hopper()) GTEST_SKIP() << "blocks wait for the kernel before them (and prefetch) on compute capability 9.0";
-  const std::vector<GpuVarlenCase> cases = {
-      {"decode 4000 keys", {1}, {4000}, 32, 8, 0, 0, false, 0.0f},
-      {"decode equal lengths", {1, 1, 1}, {700, 700, 700}, 16, 4, 0, 0, true, 0.0f},
-      {"decode unequal lengths", {1, 1, 1, 1}, {1, 1023, 3000, 0}, 8, 2, 0, 0, false, 0.0f},
-      {"few queries causal", {16, 3}, {2000, 17}, 8, 2, 0, 1, false, 0.0f},
-      {"window", {5, 1}, {1500, 900}, 8, 8, 0, 3, false, 0.0f},
-      {"decode paged 16", {1, 1}, {3000, 513}, 32, 8, 16, 0, false, 0.0f},
-      {"decode paged 256 sinks", {1, 1, 1}, {4000, 0, 257}, 8, 1, 256, 0, true, 0.0f},
-  };
-  int run = 0;
-  for (const int tiles : {2, 64})
-    for (const std::int64_t head_dim : {64, 128})
-      for (const GpuVarlenCase& c : cases) {
-        const DType dtype = run % 3 == 0 ? DType::f16 : DType::bf16;
-        const bool other_stream = run++ % 2 == 1;
-        SCOPED_TRACE(std::string(c.name) + ", " + std::to_string(tiles) + " tiles, head dim " +
-                     std::to_string(head_dim) + ", " + dtype_name(dtype) +
-                     (other_stream ? ", non-blocking stream" : ""));
-        Rng rng(9200 + std::uint64_t(run));
-        Batch b = batch_of(c, head_dim, dtype, rng);
-        attnlab::Tuning tuning = attnlab::Tuning::from_environment();
-        tuning.split_kv_prefetch_tiles = tiles;
-        const attnlab::Options o = options_of(c, "flash-sm80");
-        DeviceMirror mirror;
-        const attnlab::VarlenForwardArgs a = device_args(b, o, mirror);
-        attnlab::Context ctx;
-        ctx.set_tuning(tuning);
-        ctx.set_stream(other_stream ? nonblocking() : nullptr);
-        mirror.synchronize();  // the uploads ran on the legacy stream
-        for (int call = 0; call < 3; ++call) EXPECT_EQ(attnlab::forward(ctx, a).path, "flash-sm80");
-        if (other_stream) EXPECT_EQ(cudaStreamSynchronize(nonblocking()), cudaSuccess);
-        mirror.download(b.o);
-        mirror.download(b.lse);
-        mirror.synchronize();
-        check_outputs(b, o);
-      }
-#endif
-}
-
 // Device lengths are the caller's to keep in range; out of range they must not make the kernel read or write
 // outside the tensors (memcheck runs this): lengths past the cache, a block-table entry outside it, offsets past
 // the packed rows. Rows outside every sequence stay untouched.

@@ -1,8 +1,7 @@
 // How many splits the split-KV kernel cuts a call's keys into (src/cuda/serving/split_kv_splits.h): the batch that
 // fills the GPU keeps one, decode at batch 1 gets enough to fill it, never more than its key tiles or the combine's
 // 128, and a forced count is honoured as equal runs of key tiles; which counts merge in a thread-block cluster
-// instead of the combine kernel, and where blocks prefetch their first key tiles before the grid-dependency wait.
-// Host code: runs without a GPU.
+// instead of the combine kernel. Host code: runs without a GPU.
 #include <gtest/gtest.h>
 
 #include "cuda/serving/split_kv_splits.h"
@@ -11,7 +10,6 @@ namespace {
 
 using attnlab::cuda::serving::split_kv_blocks_per_sm;
 using attnlab::cuda::serving::split_kv_cluster_merge;
-using attnlab::cuda::serving::split_kv_prefetch_tiles;
 using attnlab::cuda::serving::split_kv_splits;
 
 constexpr std::int64_t kH200Slots = 132 * 2;  // SMs · blocks per SM at Hqk 128
@@ -79,17 +77,6 @@ TEST(SplitKvPlan, ForcedCountsChooseTheMergeBySize) {
   EXPECT_EQ(capped, 10);
   EXPECT_FALSE(split_kv_cluster_merge(capped, 64 * 10, 33));
   EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 64, 4), 64, 4));  // one tile: one split
-}
-
-TEST(SplitKvPlan, PrefetchOnlyWhereBlocksWaitEarly) {
-  // B = 1 at 32k keys on sm_90 (32 splits): the requested tiles.
-  EXPECT_EQ(split_kv_prefetch_tiles(2, split_kv_splits(8, kH200Slots, 32768, 0), true), 2);
-  EXPECT_EQ(split_kv_prefetch_tiles(64, 32, true), 64);
-  // Not requested (the default), one split (the batch fills the GPU: most blocks start after the wait), no
-  // dependent launch (before sm_90 nothing waits on the device).
-  EXPECT_EQ(split_kv_prefetch_tiles(0, 32, true), 0);
-  EXPECT_EQ(split_kv_prefetch_tiles(2, split_kv_splits(64 * 8, kH200Slots, 32768, 0), true), 0);
-  EXPECT_EQ(split_kv_prefetch_tiles(2, 32, false), 0);
 }
 
 }  // namespace

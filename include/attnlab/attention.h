@@ -158,11 +158,8 @@ struct Tuning {
   int split_kv_splits = 0;
   // ATTNLAB_SPLIT_KV_CLUSTER_MERGE: on sm_90, merge a call's splits inside a thread-block cluster instead of the
   // combine kernel where src/cuda/serving/split_kv_splits.h's rule says so (each split one key tile, or a forced
-  // count of 2–16): 0 (the default) = never, 1 = where the rule says. For measurements.
-  int split_kv_cluster_merge = 0;
-  // ATTNLAB_SPLIT_KV_PREFETCH_TILES: on sm_90, key tiles each block of a split call asks L2 for while it waits for
-  // the kernel before it (src/cuda/serving/split_kv_prefetch.cuh); 0 (the default) = none. For measurements.
-  int split_kv_prefetch_tiles = 0;
+  // count of 2–16): 1 (the default) = where the rule says, 0 = never. For measurements.
+  int split_kv_cluster_merge = 1;
   // Fault injection for tests: every cuDNN graph build of this context fails as "unsupported", so that auto's
   // fallback and why_not's agreement with the call can be shown on any GPU.
   bool cudnn_fail_graph_builds = false;

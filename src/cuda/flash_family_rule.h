@@ -7,14 +7,17 @@
 // descriptors on the host and whose 128-row block starts three warpgroups, initializes its mbarriers and fills a
 // pipeline for one key tile. Measured on the H200 at the codelab's default shape (4, 128, 8, 64) bf16, three
 // processes per family (docs/perf-notes-flash-sm90.md, the s6 table's notes; docs/results/h200/codelab-families.jsonl):
-// flash-sm80 6.1–6.3 µs per call back to back and 4.4 µs per graph replay, flash-sm90 6.9–7.1 and 6.1.
+// flash-sm80 6.1–6.3 µs per call back to back and 4.4 µs per graph replay, flash-sm90 6.9–7.1 and 6.1. Then
+// bench/workloads_fwd_small.json's rows on both families (docs/results/h200/flash-small-calls.jsonl; the table in
+// docs/perf-notes-flash-sm90.md): at head dim 64 flash-sm80 ahead up to 256 keys (1.04–1.19× back to back,
+// 1.16–1.38× per graph replay; (4, 256, 256, 8) 6.9 against 8.2 µs), flash-sm90 from 512 (0.82–0.95× from
+// 512 keys); at head dim 128 flash-sm90 ahead on every row (flash-sm80 0.41–0.96×).
 //
-// The rule covers that measurement's kind of call and no further: head dim 64 (where flash-sm80 has its
-// small-problem list), the keys within one 128-key tile, flash-sm80's own test for a grid that leaves SMs idle
-// (launch.cuh, leaves_sms_idle: ⌈T / 128⌉ · N · B below the SM count), and no packed query heads (N / K ≥ 2 with
-// T ≤ 64: flash-sm90 then loads each K/V tile once for a KV head's query heads, where flash-sm80 loads it once per
-// query head). Longer keys and other head dims stay on flash-sm90 until bench/workloads_fwd_small.json's rows
-// measure both families there.
+// The rule covers those measurements' kind of call and no further: head dim 64 (where flash-sm80 has its
+// small-problem list), at most 256 keys, flash-sm80's own test for a grid that leaves SMs idle (launch.cuh,
+// leaves_sms_idle: ⌈T / 128⌉ · N · B below the SM count), and no packed query heads (N / K ≥ 2 with T ≤ 64:
+// flash-sm90 then loads each K/V tile once for a KV head's query heads, where flash-sm80 loads it once per query
+// head).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,7 @@
 
 namespace attnlab::cuda {
 
-inline constexpr std::int64_t kSmallCallMaxKeys = 128;
+inline constexpr std::int64_t kSmallCallMaxKeys = 256;
 
 // Whether the call's shape is one the rule covers, before the SM count is asked (the device is asked only then).
 inline bool small_call_shape(const core::Dims& d) {

@@ -100,7 +100,6 @@ SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& 
   plan.splits = split_kv_splits(blocks, slots, a.max_seqlen_k, tuning.split_kv_splits);
   // Clusters of up to 16 blocks at two blocks per SM (head dims up to 128); the device is asked last, once per
   // count (split_kv_launch.cuh).
-  plan.prefetch_tiles = split_kv_prefetch_tiles(tuning.split_kv_prefetch_tiles, plan.splits, plan.dependent_launch);
   plan.cluster_merge = tuning.split_kv_cluster_merge == 1 && plan.dependent_launch && l.Hqk <= 128 &&
                        (l.dtype == DType::bf16 || l.dtype == DType::f16) &&
                        split_kv_cluster_merge(plan.splits, a.max_seqlen_k, tuning.split_kv_splits) &&
@@ -191,13 +190,11 @@ void run_split_kv(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLa
   }
   p.B = int(l.B), p.N = int(l.N), p.K = int(l.K), p.group = int(l.N / l.K);
   p.max_q = int(a.max_seqlen_q);
-  p.max_k = int(a.max_seqlen_k);  // at most INT_MAX (split_kv_refusal)
   p.scale = a.options.scale.value_or(float(1.0 / std::sqrt(double(l.Hqk))));  // as core/validate.cpp
   p.softcap = a.options.softcap;
   p.mask = a.options.mask;
   if (!a.sinks.empty()) p.sinks = static_cast<const float*>(a.sinks.data), p.sinks_stride = a.sinks.strides[0];
   p.splits = plan.splits;
-  p.prefetch_tiles = plan.prefetch_tiles;
   if (plan.splits > 1 && !plan.cluster_merge) {
     p.part_o = reinterpret_cast<float*>(lease.data());
     p.part_lse = reinterpret_cast<float*>(lease.data() + plan.part_lse_offset);

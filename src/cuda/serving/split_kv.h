@@ -23,7 +23,6 @@ struct SplitKvPlan {
   int splits = 1;
   bool dependent_launch = false;    // programmatic dependent launch of both kernels (sm_90 and later)
   bool cluster_merge = false;       // the splits merged in thread-block clusters, no combine (split_kv_cluster.cuh)
-  int prefetch_tiles = 0;           // key tiles a block asks L2 for before its wait (split_kv_prefetch.cuh)
   std::size_t workspace_bytes = 0;  // the splits' partial results (0 with one split or a cluster merge)
   std::size_t part_lse_offset = 0;  // where part_lse starts in the workspace
 };

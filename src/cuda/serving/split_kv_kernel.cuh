@@ -35,7 +35,6 @@
 #include "cuda/serving/split_kv_mma.cuh"
 #include "cuda/serving/split_kv_params.h"
 #include "cuda/serving/split_kv_phase_stamps.cuh"
-#include "cuda/serving/split_kv_prefetch.cuh"
 #include "cuda/serving/split_kv_score.cuh"
 
 namespace attnlab::cuda::serving {
@@ -56,13 +55,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched ahead of the previous kernel's end (split_kv_launch.cuh): wait until it has finished and its writes
-  // are visible before reading global memory — it may have written K and V (append_kv) or still read the
-  // workspace's partial results (the previous step's combine). Until then the block only asks L2 for what it will
-  // read first (split_kv_prefetch.cuh: no value is read, so nothing the previous kernel writes is missed). Then the
-  // combine may be launched; it waits on the device for this grid to finish (split_kv_combine.cuh).
-  if (p.prefetch_tiles > 0)
-    SplitKvPrefetch<Traits>::before_wait(p, blockIdx.x / p.splits, blockIdx.x % p.splits, blockIdx.y, blockIdx.z,
-                                         threadIdx.x);
+  // are visible before touching global memory — it may have written K and V (append_kv) or still read the
+  // workspace's partial results (the previous step's combine). Then the combine may be launched; it waits on the
+  // device for this grid to finish (split_kv_combine.cuh).
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
@@ -79,11 +74,15 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
     return;
   }
 
-  // The keys any row of the block sees, then this split's run of their tiles.
+  // The keys any row of the block sees, then this split's run of their tiles (possibly none: it still writes
+  // its rows, as a split that saw nothing, for the combine).
   const int last_row = min(row0 + Traits::kRows, rows) - 1;
   const flash::BlockKeys keys = flash::block_keys(p.mask, row0 / p.group, last_row / p.group, s.q_len, s.kv_len);
-  const KeyRun run = KeyRun::of(keys, kBlockN, p.splits, split);
-  const int run_begin = run.begin, run_tiles = run.tiles;
+  const int tiles_begin = keys.empty() ? 0 : keys.begin / kBlockN;
+  const int tiles = keys.empty() ? 0 : (keys.end + kBlockN - 1) / kBlockN - tiles_begin;
+  const int per_split = (tiles + p.splits - 1) / p.splits;
+  const int run_begin = tiles_begin + min(tiles, split * per_split);
+  const int run_tiles = min(tiles, (split + 1) * per_split) - min(tiles, split * per_split);
   stamps.mark(Phase::lengths);
 
   // Shared memory: Q | key rows of the next two tiles (paged) | stages (K, V) …; the stages are the merge buffer

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#include "cuda/flash/mask.cuh"
 #include "cuda/flash/ptx.cuh"
 #include "cuda/serving/split_kv_params.h"
 
@@ -31,23 +30,6 @@ struct Sequence {
       s.kv_len = clamp_to(p.seqlens_k[b * p.seqlens_stride], 0, p.pages_per_sequence * p.page_size);
     }
     return s;
-  }
-};
-
-// Which key tiles a block streams: the tiles of its keys (its rows' union, flash::block_keys) cut into `splits`
-// equal runs, run `split` of them (possibly empty: the block still writes its rows, as a split that saw nothing).
-// Shared by the kernel and its prefetch (split_kv_prefetch.cuh), so that both name the same tiles.
-struct KeyRun {
-  int begin = 0, tiles = 0;  // first tile index and tile count
-
-  __device__ __forceinline__ static KeyRun of(const flash::BlockKeys& keys, int block_n, int splits, int split) {
-    const int tiles_begin = keys.empty() ? 0 : keys.begin / block_n;
-    const int tiles = keys.empty() ? 0 : (keys.end + block_n - 1) / block_n - tiles_begin;
-    const int per_split = (tiles + splits - 1) / splits;
-    KeyRun r;
-    r.begin = tiles_begin + min(tiles, split * per_split);
-    r.tiles = min(tiles, (split + 1) * per_split) - min(tiles, split * per_split);
-    return r;
   }
 };
 

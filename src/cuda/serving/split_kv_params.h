@@ -41,7 +41,6 @@ struct SplitKvParams {
 
   int B = 0, N = 0, K = 0, group = 0;  // group = N / K query heads per KV head
   int max_q = 0;                       // ≥ every q_len: the grid's query tiles
-  int max_k = 0;                       // the caller's bound on every kv_len (max_seqlen_k; split_kv_prefetch.cuh)
   float scale = 1.0f;                  // s = scale · q·k
   float softcap = 0.0f;                // 0 = none, else s = softcap · tanh(s / softcap)
   MaskOptions mask;
@@ -54,9 +53,6 @@ struct SplitKvParams {
   int splits = 1;
   float* part_o = nullptr;
   float* part_lse = nullptr;
-
-  // Key tiles each block asks L2 for before its griddepcontrol.wait (split_kv_prefetch.cuh); 0 = none.
-  int prefetch_tiles = 0;
 
   // Phase stamps (split_kv_phase_stamps.cuh): written only by kernels instantiated with PhaseStamps, which the
   // diagnostic program tests/split_kv_phases.cu launches; the library leaves them null.

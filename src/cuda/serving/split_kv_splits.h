@@ -35,8 +35,9 @@ constexpr int kSplitKvMaxClusterSplits = 16;
 
 // Whether a call's `splits` (split_kv_splits' count) merge inside a thread-block cluster on sm_90 instead of in the
 // combine kernel, when Tuning::split_kv_cluster_merge allows it and the device can hold such a cluster (the plan
-// asks both; split_kv.cpp). Measured on the H200 (docs/perf-notes-serving.md, split-KV v8): a cluster merge pays where each
-// split is one key tile — 1.23–1.29× the combine at B = 1 with 1024 keys in 16 splits — and loses where a split
+// asks both; split_kv.cpp). Measured on the H200 (docs/perf-notes-serving.md, split-KV v8 and v8b): a cluster merge
+// pays where each split is one key tile — 1.23–1.29× the combine at B = 1 with 1024 keys in 16 splits (v8), v8b
+// 1.2–1.35× at 512 keys and never behind at 1024 — and loses where a split
 // streams many tiles, because a call's clusters of 16 run two blocks to an SM on about half the SMs (0.74× at
 // 32k keys). So: 2–16 splits that are each one key tile; a forced count (`forced` > 0, Tuning::split_kv_splits)
 // of 2–16 merges in clusters at any length (for tests and A/B runs), one above 16 keeps the combine.
@@ -45,15 +46,6 @@ inline bool split_kv_cluster_merge(int splits, std::int64_t max_seqlen_k, std::i
   if (forced > 0) return forced <= kSplitKvMaxClusterSplits;
   const std::int64_t key_tiles = (max_seqlen_k + kSplitKvBlockKeys - 1) / kSplitKvBlockKeys;
   return splits >= key_tiles;
-}
-
-// How many key tiles each split-KV block asks L2 for before its grid-dependency wait (split_kv_prefetch.cuh): the
-// requested count (Tuning::split_kv_prefetch_tiles) where blocks wait on the device at all (a dependent launch,
-// sm_90) and the plan cut the keys into splits because the batch alone leaves SMs idle — so every block of the
-// call is resident at once, and early; none elsewhere: in a call with more blocks than the GPU holds most blocks
-// start after the wait, with nothing to overlap.
-inline int split_kv_prefetch_tiles(int requested, int splits, bool dependent_launch) {
-  return requested > 0 && splits > 1 && dependent_launch ? requested : 0;
 }
 
 }  // namespace attnlab::cuda::serving
