@@ -38,8 +38,9 @@ constexpr int kSplitKvMaxClusterSplits = 16;
 // asks both; split_kv.cpp). Measured on the H200 (docs/perf-notes-serving.md, split-KV v8 and v8b): a cluster merge
 // pays where each split is one key tile — 1.23–1.29× the combine at B = 1 with 1024 keys in 16 splits (v8), v8b
 // 1.2–1.35× at 512 keys and never behind at 1024 — and loses where a split streams many tiles, because a call's
-// clusters of 16 run two blocks to an SM on about half the SMs (0.74× at 32k keys). So: 2–16 splits that are each one key tile; a forced count (`forced` > 0, Tuning::split_kv_splits)
-// of 2–16 merges in clusters at any length (for tests and A/B runs), one above 16 keeps the combine.
+// clusters of 16 run two blocks to an SM on about half the SMs (0.74× at 32k keys). So: 2–16 splits that are each
+// one key tile; a forced count (`forced` > 0, Tuning::split_kv_splits) of 2–16 merges in clusters at any length
+// (for tests and A/B runs), one above 16 keeps the combine.
 inline bool split_kv_cluster_merge(int splits, std::int64_t max_seqlen_k, std::int64_t forced) {
   if (splits < 2 || splits > kSplitKvMaxClusterSplits) return false;
   if (forced > 0) return forced <= kSplitKvMaxClusterSplits;
