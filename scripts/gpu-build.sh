@@ -2,7 +2,7 @@
 # Builds attnlab for a GPU machine into one self-contained folder (default: build/gpu-dist):
 #   bin/attnlab, bin/launch_floor, bin/cudnn_direct, bin/test_gpu, bin/test_gpu_flash, bin/test_gpu_embed, bin/test_gpu_fp8, bin/test_gpu_fp8_recipe,
 #   bin/gpu_teardown,
-#   lib/libattnlab.so*, bench/ (peers.py, summary.py,
+#   lib/libattnlab.so*, bench/ (peers.py, summary.py, decode_ab.py,
 #   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, flash_runs.py, workloads), run.sh, flash-check.sh
 #   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh), sm90-check.sh
 #   (scripts/gpu-sm90-check.sh), serving-check.sh (scripts/gpu-serving-check.sh), ring-check.sh
@@ -46,6 +46,6 @@ mkdir -p "$dist/include/attnlab"
 cp "$build/include/attnlab/version.h" "$dist/include/attnlab/"
 cp "$root"/bench/peers.py "$root"/bench/summary.py "$root"/bench/flash_configs.py "$root"/bench/flash_table.py \
   "$root"/bench/ncu_summary.py "$root"/bench/ncu_stalls.py "$root"/bench/flash_ab.py "$root"/bench/flash_runs.py \
-  "$root"/bench/decode_peers.py "$root"/bench/decode_phases.py "$root"/bench/python_overhead.py "$root"/bench/*.json "$dist/bench/"
+  "$root"/bench/decode_peers.py "$root"/bench/decode_phases.py "$root"/bench/decode_ab.py "$root"/bench/python_overhead.py "$root"/bench/*.json "$dist/bench/"
 du -sh "$dist"
 echo "gpu-build: ready in $dist — on the GPU machine run: $dist/run.sh [OUT_DIR]"
