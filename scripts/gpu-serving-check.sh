@@ -17,17 +17,13 @@
 #   6. the splits merged in thread-block clusters (Tuning::split_kv_cluster_merge, sm_90) against the combine
 #      kernel: their test (GpuVarlenForward.SplitsMergeInClusters) under memcheck, racecheck and synccheck, then
 #      `attnlab decode` at batch 1 (contexts 256 … 32k, contiguous and paged) with ATTNLAB_SPLIT_KV_CLUSTER_MERGE
-#      0 and 1 alternating, two rounds, and a table of the best µs per call of each (cluster.md); from 2048 keys the
-#      rule keeps the combine, so 4k and 32k are the controls (equal within the run's spread);
-#   7. the splits merged by their last block (Tuning::split_kv_last_block_merge) against the combine kernel: their
-#      test (GpuVarlenForward.SplitsMergeInTheirLastBlock) under memcheck, racecheck and synccheck, then `attnlab
-#      decode` at batch 1 (contexts 2k … 128k, contiguous and paged) with ATTNLAB_SPLIT_KV_LAST_BLOCK_MERGE 0 and 1
-#      alternating, two rounds, and bench/decode_ab.py's table (last-merge.md);
-#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4"; 5, 6 and 7 on request).
+#      0 and 1 alternating, two rounds, and bench/decode_ab.py's table of the best µs per call of each
+#      (cluster.md); from 2048 keys the rule keeps the combine, so 4k and 32k are the controls (equal within the
+#      run's spread);
+#   ATTNLAB_SERVING_STEPS lists the steps to run (default "1 2 3 4"; 5 and 6 on request).
 #   serving-check.sh [OUT_DIR]
 # Writes OUT_DIR/{tests.txt,memcheck.txt,racecheck.txt,synccheck.txt,decode.jsonl,decode-peers.jsonl,
-# prefill.jsonl,phases-b*.csv,phases.md,cluster-*.txt,decode-cluster-*.jsonl,cluster.md,last-merge-*.txt,
-# decode-last-merge-*.jsonl,last-merge.md,summary.txt}. Exits 1 when
+# prefill.jsonl,phases-b*.csv,phases.md,cluster-*.txt,decode-cluster-*.jsonl,cluster.md,summary.txt}. Exits 1 when
 # a test fails, a sanitizer reports anything or a step runs out of time.
 set -uo pipefail
 dist="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -120,28 +116,6 @@ if [[ "$steps" == *" 6 "* ]]; then
     > "$out/cluster.md" || status=1
   say "cluster merge against the combine, batch 1, GQA 32/8, Hqk 128 (best of 2 rounds) (${SECONDS}s):"
   tee -a "$out/summary.txt" < "$out/cluster.md"
-fi
-
-if [[ "$steps" == *" 7 "* ]]; then
-  sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
-  for tool in memcheck racecheck synccheck; do
-    bounded 300 "$sanitizer" --tool "$tool" --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
-      --gtest_filter='GpuVarlenForward.SplitsMergeInTheirLastBlock' > "$out/last-merge-$tool.txt" 2>&1 || status=1
-    say "last-block merge, $tool: $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/last-merge-$tool.txt" | tail -1)" \
-        "$(grep -hoE '^\[  (PASSED|FAILED)  \] [0-9]+ tests?' "$out/last-merge-$tool.txt" | tr '\n' ' ')(${SECONDS}s)"
-  done
-  for round in 1 2; do
-    for merge in 0 1; do
-      ATTNLAB_SPLIT_KV_LAST_BLOCK_MERGE=$merge bounded 120 "$dist/bin/attnlab" decode --batch 1 \
-        --context 2048,4096,16384,32768,131072 --heads 32/8 --head-dim 128 --q-len 1 --layout contiguous,paged \
-        --page-size 64 --path auto --jsonl "$out/decode-last-merge-$merge.jsonl" >> "$out/decode-last-merge.txt" \
-        2>&1 || status=1
-    done
-  done
-  python3 "$dist/bench/decode_ab.py" combine="$out/decode-last-merge-0.jsonl" \
-    last-block="$out/decode-last-merge-1.jsonl" > "$out/last-merge.md" || status=1
-  say "last-block merge against the combine, batch 1, GQA 32/8, Hqk 128 (best of 2 rounds) (${SECONDS}s):"
-  tee -a "$out/summary.txt" < "$out/last-merge.md"
 fi
 
 say "serving-check: status $status (${SECONDS}s)"

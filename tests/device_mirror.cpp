@@ -69,18 +69,6 @@ TensorView DeviceMirror::upload(const HostTensor& t) {
   return view;
 }
 
-void DeviceMirror::refresh(const HostTensor& t) {
-  if (!t.defined()) return;
-#if ATTNLAB_WITH_CUDA
-  for (const Entry& e : entries_) {
-    if (e.host != t.data()) continue;
-    check(cudaMemcpy(e.device, t.data(), e.bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
-    return;
-  }
-#endif
-  throw std::runtime_error("DeviceMirror::refresh: the tensor was not uploaded");
-}
-
 void DeviceMirror::download(HostTensor& t) {
   if (!t.defined()) return;
 #if ATTNLAB_WITH_CUDA

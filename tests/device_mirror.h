@@ -31,8 +31,6 @@ class DeviceMirror {
   TensorView upload(const HostTensor& t);
   // Copies the device bytes of `t` (uploaded before) back into it: outputs, and padding to check it is untouched.
   void download(HostTensor& t);
-  // Copies `t`'s host bytes to its device copy (uploaded before) again: outputs poisoned anew before a graph replay.
-  void refresh(const HostTensor& t);
   // Waits for the device and fails the test on an asynchronous error.
   void synchronize();
 

@@ -204,11 +204,6 @@ int check(int device) {
   {
     attnlab::Context ctx;
     ctx.set_stream(stream);
-    // The combine kernel, as the stamped program launches it (its last-block merge sums the splits in another
-    // order, so its bytes may differ in the last place).
-    attnlab::Tuning tuning = ctx.tuning();
-    tuning.split_kv_last_block_merge = 0;
-    ctx.set_tuning(tuning);
     cuda_ok(cudaMemsetAsync(o_library.data, 0xff, bytes, stream), "poison");
     batch.run_library(ctx, o_library.data);
     cuda_ok(cudaStreamSynchronize(stream), "library call");

@@ -4,7 +4,7 @@
 // block-table entry outside it write nothing there; and varlen attention on GPU tensors (the split-KV kernel)
 // against the fp64 reference, with caller workspaces, device lengths out of range and refusals by rule; packed
 // batches on the sm_90a kernel (flash-sm90) likewise, and what flash chooses between the two; the splits merged in
-// thread-block clusters (sm_90) and by their last block. Skips visibly without a GPU.
+// thread-block clusters (sm_90). Skips visibly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -430,110 +430,6 @@ TEST(GpuVarlenForward, SplitsMergeInClusters) {
   tuning.split_kv_cluster_merge = 0;
   ctx.set_tuning(tuning);
   EXPECT_GT(attnlab::workspace_size(ctx, short_keys), 0u);
-#endif
-}
-
-// The splits merged by the last of their blocks to finish (Tuning::split_kv_last_block_merge;
-// src/cuda/serving/split_kv_last_block_merge.cuh): one context through many calls, so that a counter left off
-// zero by any call would leave the next call's rows unmerged (poisoned) — decode at batch 1 with the plan's 32
-// splits of 32k keys, forced counts from 2 to 128 changing from call to call, odd lengths with a sequence of no
-// keys, paged caches of 16 and 256 keys with sinks, MQA, causal, head dims 64, 128 and 256, both element types,
-// the default and a non-blocking stream, fresh inputs and poisoned outputs, against the fp64 reference. The first
-// call makes the context's counters (two allocations with its workspace; the combine needs one); a call through a
-// caller's workspace, or with the tuning off, keeps the combine; a CUDA graph captured after the counters exist
-// merges in its last blocks at every replay.
-TEST(GpuVarlenForward, SplitsMergeInTheirLastBlock) {
-  ATTNLAB_REQUIRE_GPU();
-#if ATTNLAB_WITH_CUDA
-  struct MergeCase {
-    GpuVarlenCase c;
-    int forced;  // Tuning::split_kv_splits (0: the plan's own count)
-  };
-  const std::vector<MergeCase> cases = {
-      {{"decode 16k keys", {1}, {16384}, 32, 8, 0, 0, false, 0.0f}, 0},
-      {{"decode odd lengths forced 5", {1, 1, 1, 1}, {1, 1023, 700, 0}, 8, 2, 0, 0, true, 0.0f}, 5},
-      {{"decode paged 16 sinks forced 3", {1, 1, 1}, {300, 1000, 77}, 8, 2, 16, 0, true, 0.0f}, 3},
-      {{"decode mqa paged 256 forced 128", {1, 1}, {8192, 513}, 8, 1, 256, 0, false, 0.0f}, 128},
-      {{"decode causal forced 2", {1, 1}, {2000, 17}, 8, 2, 0, 1, false, 0.0f}, 2},
-      {{"decode gqa forced 33", {1, 1}, {5000, 4100}, 16, 4, 0, 0, false, 0.0f}, 33},
-  };
-  attnlab::Context ctx;
-  attnlab::Tuning tuning = attnlab::Tuning::from_environment();
-  tuning.split_kv_last_block_merge = 1;
-  tuning.split_kv_cluster_merge = 0;  // forced counts of 2–16 would merge in clusters on sm_90
-  int run = 0;
-  for (const std::int64_t head_dim : {64, 128, 256})
-    for (const DType dtype : {DType::bf16, DType::f16})
-      for (const MergeCase& mc : cases) {
-        const GpuVarlenCase& c = mc.c;
-        const bool other_stream = run % 2 == 1;
-        SCOPED_TRACE(std::string(c.name) + ", head dim " + std::to_string(head_dim) + ", " + dtype_name(dtype) +
-                     (other_stream ? ", non-blocking stream" : ""));
-        Rng rng(9500 + std::uint64_t(run));
-        Batch b = batch_of(c, head_dim, dtype, rng);
-        tuning.split_kv_splits = mc.forced;
-        const attnlab::Options o = options_of(c, "flash-sm80");
-        const attnlab::RunInfo info = run_on_gpu(b, o, other_stream, std::nullopt, &tuning, &ctx);
-        EXPECT_EQ(info.path, "flash-sm80");
-        if (run == 0) {
-          EXPECT_EQ(info.device_allocations, 2) << "the workspace and the counters";
-        }
-        check_outputs(b, o);
-        ++run;
-      }
-
-  // The combine, on a fresh context: one allocation (the workspace), with the tuning off or a caller's workspace.
-  Rng rng(9600);
-  Batch b = batch_of(cases[1].c, 128, DType::bf16, rng);
-  const attnlab::Options o = options_of(cases[1].c, "flash-sm80");
-  tuning.split_kv_splits = 5;
-  tuning.split_kv_last_block_merge = 0;
-  EXPECT_EQ(run_on_gpu(b, o, true, std::nullopt, &tuning).device_allocations, 1);
-  check_outputs(b, o);
-  tuning.split_kv_last_block_merge = 1;
-  {
-    attnlab::Context fresh;
-    fresh.set_tuning(tuning);
-    DeviceMirror mirror;
-    const std::size_t bytes = attnlab::workspace_size(fresh, device_args(b, o, mirror));
-    ASSERT_GT(bytes, 0u);
-    void* buffer = nullptr;
-    ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
-    b.make(rng);
-    EXPECT_EQ(run_on_gpu(b, o, false, attnlab::DeviceBuffer{buffer, bytes}, &tuning, &fresh).device_allocations, 0);
-    check_outputs(b, o);
-    cudaFree(buffer);
-  }
-
-  // A graph captured on the shared context (its counters and workspace exist), replayed twice on fresh inputs.
-  b.make(rng);
-  DeviceMirror mirror;
-  const attnlab::VarlenForwardArgs a = device_args(b, o, mirror);
-  mirror.synchronize();
-  ctx.set_tuning(tuning);
-  ctx.set_stream(nonblocking());
-  cudaGraph_t graph = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(nonblocking(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const attnlab::RunInfo captured = attnlab::forward(ctx, a);
-  ASSERT_EQ(cudaStreamEndCapture(nonblocking(), &graph), cudaSuccess);
-  EXPECT_EQ(captured.device_allocations, 0);
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int replay = 0; replay < 2; ++replay) {
-    SCOPED_TRACE("replay " + std::to_string(replay));
-    b.o.poison();
-    b.lse.poison();
-    mirror.refresh(b.o);
-    mirror.refresh(b.lse);
-    ASSERT_EQ(cudaGraphLaunch(exec, nonblocking()), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(nonblocking()), cudaSuccess);
-    mirror.download(b.o);
-    mirror.download(b.lse);
-    mirror.synchronize();
-    check_outputs(b, o);
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
 #endif
 }
 

@@ -1,7 +1,7 @@
 // How many splits the split-KV kernel cuts a call's keys into (src/cuda/serving/split_kv_splits.h): the batch that
 // fills the GPU keeps one, decode at batch 1 gets enough to fill it, never more than its key tiles or the combine's
-// 128, and a forced count is honoured as equal runs of key tiles; which counts merge in a thread-block cluster, and
-// which in the last block of their splits, instead of the combine kernel. Host code: runs without a GPU.
+// 128, and a forced count is honoured as equal runs of key tiles; which counts merge in a thread-block cluster
+// instead of the combine kernel. Host code: runs without a GPU.
 #include <gtest/gtest.h>
 
 #include "cuda/serving/split_kv_splits.h"
@@ -10,7 +10,6 @@ namespace {
 
 using attnlab::cuda::serving::split_kv_blocks_per_sm;
 using attnlab::cuda::serving::split_kv_cluster_merge;
-using attnlab::cuda::serving::split_kv_last_block_merge;
 using attnlab::cuda::serving::split_kv_splits;
 
 constexpr std::int64_t kH200Slots = 132 * 2;  // SMs · blocks per SM at Hqk 128
@@ -78,23 +77,6 @@ TEST(SplitKvPlan, ForcedCountsChooseTheMergeBySize) {
   EXPECT_EQ(capped, 10);
   EXPECT_FALSE(split_kv_cluster_merge(capped, 64 * 10, 33));
   EXPECT_FALSE(split_kv_cluster_merge(split_kv_splits(8, kH200Slots, 64, 4), 64, 4));  // one tile: one split
-}
-
-TEST(SplitKvPlan, LastBlockMergesDecodeShapedSplits) {
-  constexpr std::int64_t kCounters = 2048;
-  // B = 1, 32k, GQA 32/8: 32 splits of one warp of rows in 8 query tiles (one per KV head), not in clusters.
-  const int at_32k = split_kv_splits(8, kH200Slots, 32768, 0);
-  EXPECT_TRUE(split_kv_last_block_merge(at_32k, split_kv_cluster_merge(at_32k, 32768, 0), 1, 8, kCounters));
-  // Where the splits merge in clusters (1k keys: 16 one-tile splits), the cluster does it.
-  const int at_1k = split_kv_splits(8, kH200Slots, 1000, 0);
-  EXPECT_FALSE(split_kv_last_block_merge(at_1k, split_kv_cluster_merge(at_1k, 1000, 0), 1, 8, kCounters));
-  // One split: nothing to merge. Two or four warps of rows (16 queries of GQA 4): the combine kernel.
-  EXPECT_FALSE(split_kv_last_block_merge(1, false, 1, 8, kCounters));
-  EXPECT_FALSE(split_kv_last_block_merge(8, false, 2, 8, kCounters));
-  EXPECT_FALSE(split_kv_last_block_merge(8, false, 4, 8, kCounters));
-  // More query tiles than counters: the combine kernel.
-  EXPECT_TRUE(split_kv_last_block_merge(2, false, 1, kCounters, kCounters));
-  EXPECT_FALSE(split_kv_last_block_merge(2, false, 1, kCounters + 1, kCounters));
 }
 
 }  // namespace

@@ -160,10 +160,6 @@ struct Tuning {
   // combine kernel where src/cuda/serving/split_kv_splits.h's rule says so (each split one key tile, or a forced
   // count of 2–16): 1 (the default) = where the rule says, 0 = never. For measurements.
   int split_kv_cluster_merge = 1;
-  // ATTNLAB_SPLIT_KV_LAST_BLOCK_MERGE: merge a call's splits in the last of their blocks to finish instead of the
-  // combine kernel where src/cuda/serving/split_kv_splits.h's rule says so (decode-shaped calls, the splits not
-  // merged in clusters): 1 (the default) = where the rule says, 0 = never. For measurements.
-  int split_kv_last_block_merge = 1;
   // Fault injection for tests: every cuDNN graph build of this context fails as "unsupported", so that auto's
   // fallback and why_not's agreement with the call can be shown on any GPU.
   bool cudnn_fail_graph_builds = false;
@@ -282,8 +278,8 @@ struct BackwardArgs {
 struct RunInfo {
   std::string path;                 // the path that ran (resolves "auto"; for "flash", flash-sm80 or flash-sm90)
   std::size_t workspace_bytes = 0;  // scratch memory the path used (e.g. the naive paths' score matrix)
-  // Device allocations the call made: growing the context's workspace, making its counters (the split-KV kernel's
-  // merge), creating a library handle on a device for the first time. 0 in the steady state, and 0 whenever a caller workspace is given once the context holds its
+  // Device allocations the call made: growing the context's workspace, creating a library handle on a device for
+  // the first time. 0 in the steady state, and 0 whenever a caller workspace is given once the context holds its
   // handles for the device (the first call that uses a library on a device creates its handle).
   int device_allocations = 0;
 };

@@ -31,7 +31,6 @@ Tuning read_environment() {
   t.flash_pack_query_heads = int(non_negative("ATTNLAB_FLASH_PACK_QUERY_HEADS", -1, 1));
   t.split_kv_splits = int(non_negative("ATTNLAB_SPLIT_KV_SPLITS", 0, 128));
   t.split_kv_cluster_merge = int(non_negative("ATTNLAB_SPLIT_KV_CLUSTER_MERGE", 1, 1));
-  t.split_kv_last_block_merge = int(non_negative("ATTNLAB_SPLIT_KV_LAST_BLOCK_MERGE", 1, 1));
   return t;
 }
 

@@ -1,12 +1,12 @@
-// What the GPU paths share of a context: its resources on each device (the workspace, zeroed counters) and the
-// order in which calls use them, and the device scratch of one call.
+// What the GPU paths share of a context: its resources on each device (the workspace) and the order in which
+// calls use them, and the device scratch of one call.
 //
 // A call takes its scratch from the caller's workspace when it was given one (the call then allocates nothing),
-// else from the context's own workspace for the device. Context-owned resources (that workspace, the counters,
-// cuDNN plans) are used in the order of the context's stream: a call on a stream set after the last call that used
-// them first makes its stream wait — on the device, through an event — for that call. Calls made while the stream
-// captures a graph are left out of that bookkeeping (nothing runs at capture; the caller orders replays), and what
-// they use is kept until the context is destroyed, since the graph holds its addresses.
+// else from the context's own workspace for the device. Context-owned resources (that workspace, cuDNN plans) are
+// used in the order of the context's stream: a call on a stream set after the last call that used them first
+// makes its stream wait — on the device, through an event — for that call. Calls made while the stream captures a
+// graph are left out of that bookkeeping (nothing runs at capture; the caller orders replays), and what they use
+// is kept until the context is destroyed, since the graph holds its addresses.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,14 +19,12 @@
 #include "core/context_impl.h"
 #include "core/problem.h"
 #include "cuda/common/workspace.h"
-#include "cuda/common/zeroed_counters.h"
 
 namespace attnlab::cuda {
 
 // The context's resources on one device, and when they were last used.
 struct DeviceResources {
   Workspace workspace;
-  ZeroedCounters counters;
   cudaEvent_t last_use = nullptr;  // recorded after the last call that used them
   std::uint64_t last_epoch = 0;    // Context::Impl::stream_epoch of that call
   bool used = false;

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <optional>
 
 #include "core/context_impl.h"
 #include "core/error.h"
@@ -16,7 +15,6 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device.h"
 #include "cuda/common/scratch_layout.h"
-#include "cuda/common/zeroed_counters.h"
 #include "cuda/serving/split_kv_splits.h"
 
 namespace attnlab::cuda::serving {
@@ -106,11 +104,6 @@ SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& 
                        (l.dtype == DType::bf16 || l.dtype == DType::f16) &&
                        split_kv_cluster_merge(plan.splits, a.max_seqlen_k, tuning.split_kv_splits) &&
                        clusters_fit(l.dtype, int(l.Hqk), a.q.device_index, plan.row_warps, plan.splits);
-  // The counters are the context's: a call through a caller's workspace, which allocates nothing, keeps the
-  // combine.
-  plan.last_block_merge = tuning.split_kv_last_block_merge == 1 && !a.workspace &&
-                          split_kv_last_block_merge(plan.splits, plan.cluster_merge, plan.row_warps,
-                                                    blocks, ZeroedCounters::kCount);
   return plan;
 }
 
@@ -159,24 +152,14 @@ std::size_t split_kv_workspace_bytes(const VarlenForwardArgs& a, const core::Var
 void run_split_kv(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayout& l) {
   Context::Impl& impl = ctx.impl();
   const Scratch scratch = scratch_of(a, l, impl.tuning);
-  SplitKvPlan plan = scratch.plan;
+  const SplitKvPlan& plan = scratch.plan;
   const auto stream = static_cast<cudaStream_t>(impl.stream);
   const core::Problem owner = scratch_owner(a.q.device_index, a.workspace);
   if (auto why = scratch_refusal(impl, owner, scratch.bytes, stream))
     core::fail(ErrorCode::unsupported, "path flash-sm80: {}", *why);
   if (a.max_seqlen_q == 0 || l.total_q == 0) return;  // no query rows: nothing to write
   DeviceGuard guard(a.q.device_index);
-  // The last-block merge counts on the context's counters, used in the order of the context's stream with its
-  // workspace. A capture before the counters exist keeps the combine.
-  std::optional<OrderedUse> use;
-  int* counters = nullptr;
-  if (plan.last_block_merge) {
-    use.emplace(impl, a.q.device_index, stream, "split-KV");
-    counters = use->resources().counters.get(a.q.device_index, stream, use->capturing(), "split-KV",
-                                             impl.device_allocations);
-    plan.last_block_merge = counters != nullptr;
-  }
-  ScratchLease lease(impl, owner, scratch.bytes, stream, "split-KV", use ? &*use : nullptr);
+  ScratchLease lease(impl, owner, scratch.bytes, stream, "split-KV");
 
   // Offsets, lengths and block tables are on the device with q (core/validate_serving.cpp: one device per call).
   auto ints = [](const TensorView& t) { return static_cast<const std::int32_t*>(t.data); };
@@ -215,7 +198,6 @@ void run_split_kv(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLa
   if (plan.splits > 1 && !plan.cluster_merge) {
     p.part_o = reinterpret_cast<float*>(lease.data());
     p.part_lse = reinterpret_cast<float*>(lease.data() + plan.part_lse_offset);
-    if (plan.last_block_merge) p.merge_counters = counters;
   }
   const bool launched = l.dtype == DType::bf16 ? launch_for_head_dim<__nv_bfloat16>(int(l.Hqk), p, plan, stream)
                                                : launch_for_head_dim<__half>(int(l.Hqk), p, plan, stream);

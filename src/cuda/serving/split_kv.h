@@ -23,10 +23,6 @@ struct SplitKvPlan {
   int splits = 1;
   bool dependent_launch = false;    // programmatic dependent launch of both kernels (sm_90 and later)
   bool cluster_merge = false;       // the splits merged in thread-block clusters, no combine (split_kv_cluster.cuh)
-  // The splits merged by the last of their blocks to finish, no combine (split_kv_last_block_merge.cuh): calls on
-  // the context's own workspace, whose counters it needs (run_split_kv keeps the combine when a graph capture
-  // comes before they exist).
-  bool last_block_merge = false;
   std::size_t workspace_bytes = 0;  // the splits' partial results (0 with one split or a cluster merge)
   std::size_t part_lse_offset = 0;  // where part_lse starts in the workspace
 };
@@ -38,9 +34,7 @@ std::optional<std::string> split_kv_refusal(const VarlenForwardArgs& a, const co
 
 // The plan on the call's device: splits that fill its SMs when the batch alone does not (or
 // Tuning::split_kv_splits), merged in clusters where Tuning::split_kv_cluster_merge allows it, split_kv_splits.h's
-// rule says so, the head dim is at most 128 and the device holds the clusters; else by their last block where
-// Tuning::split_kv_last_block_merge allows it, split_kv_splits.h's rule says so and the call has no workspace of
-// the caller's; else by the combine kernel.
+// rule says so, the head dim is at most 128 and the device holds the clusters.
 SplitKvPlan plan_split_kv(const VarlenForwardArgs& a, const core::VarlenLayout& l, const Tuning& tuning);
 
 // Runs the call on the context's stream (after split_kv_refusal said yes); the lengths, offsets and block tables

@@ -7,18 +7,17 @@
 // one KV head — every query head of the KV head's group side by side (GQA packing), so that decode's one token
 // per sequence still fills 16-row MMAs with 4–8 heads instead of one. The block's visible keys (its rows' union,
 // core/mask.h's rule) are cut into `splits` equal runs of 64-key tiles, so that a batch too small to fill the GPU
-// (decode at batch 1) still gets blocks on every SM; the last block of a query tile's splits to finish then merges
-// them (split_kv_last_block_merge.cuh), or the combine kernel does, or on sm_90, where the plan says so, the blocks
-// of one query tile's splits form a thread-block cluster and merge them there (split_kv_cluster.cuh).
+// (decode at batch 1) still gets blocks on every SM; the combine kernel then merges the splits, or on sm_90, where
+// the plan says so, the blocks of one query tile's splits form a thread-block cluster and merge them there
+// (split_kv_cluster.cuh).
 //
 //   load Q and the first kStages − 1 key tiles (cp.async, split_kv_load.cuh: packed rows or pages)
 //   for each tile of the run: wait for it; issue tile + kStages − 1 into the slot the previous tile left (a paged
 //     tile's key rows looked up two steps before);
 //     S = Q·Kᵀ for the warp's rows and keys (split_kv_mma.cuh), softcap and mask where needed (split_kv_score.cuh),
 //     online softmax (cuda/flash/softmax.cuh), O += P·V
-//   merge the warps' key groups; write O and LSE, or the split's partial (split_kv_epilogue.cuh) — and, where the
-//     plan says so, merge the query tile's splits if this block is their last to finish
-//     (split_kv_last_block_merge.cuh) — or merge the cluster's splits (split_kv_cluster.cuh)
+//   merge the warps' key groups; write O and LSE, or the split's partial (split_kv_epilogue.cuh), or merge the
+//     cluster's splits (split_kv_cluster.cuh)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,7 +31,6 @@
 #include "cuda/flash/softmax.cuh"
 #include "cuda/serving/split_kv_cluster.cuh"
 #include "cuda/serving/split_kv_epilogue.cuh"
-#include "cuda/serving/split_kv_last_block_merge.cuh"
 #include "cuda/serving/split_kv_load.cuh"
 #include "cuda/serving/split_kv_mma.cuh"
 #include "cuda/serving/split_kv_params.h"
@@ -187,21 +185,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kBlocksPerSm)
   const float l[2] = {softmax.total(0, 0), softmax.total(0, 1)};
   Epilogue::stage(merge, o, m, l, warp, lane);
   __syncthreads();
-  if constexpr (kClusterMerge) {
+  if constexpr (kClusterMerge)
     SplitKvClusterMerge<Traits>::run(p, merge, s, kv_head, row0, thread);
-  } else {
+  else
     Epilogue::store(p, merge, s, kv_head, row0, split, thread);
-    // The last of the query tile's splits to finish merges them (block-uniform). Built only where the plan can
-    // ask for it (one warp of rows: split_kv_splits.h's rule); in the others its registers spilled at head dim 256.
-    if constexpr (Traits::kRowWarps == 1) {
-      if (p.merge_counters != nullptr) {
-        using LastMerge = SplitKvLastBlockMerge<Traits>;
-        const int q_tiles = int(gridDim.x) / p.splits;
-        int* counter = p.merge_counters + (std::int64_t(b) * p.K + kv_head) * q_tiles + q_tile_index;
-        if (LastMerge::arrive(counter, p.splits, thread)) LastMerge::run(p, merge, s, kv_head, row0, thread);
-      }
-    }
-  }
   stamps.mark(Phase::stored);
   stamps.finish(run_tiles);
 }

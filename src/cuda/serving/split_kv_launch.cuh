@@ -168,15 +168,12 @@ void launch_split_kv_combine(const SplitKvParams& p, const SplitKvPlan& plan, cu
 
 template <class Element, int kHeadDim>
 void launch_split_kv(const SplitKvParams& p, const SplitKvPlan& plan, cudaStream_t stream) {
-  if (p.merge_counters != nullptr && plan.row_warps != 1)  // the kernels of more rows have no last-block merge
-    core::fail(ErrorCode::internal, "split-KV: a last-block merge planned at {} warps of rows", plan.row_warps);
   switch (plan.row_warps) {
     case 1: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 1>>(p, plan, stream); break;
     case 2: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 2>>(p, plan, stream); break;
     default: launch_split_kv_rows<SplitKvTraits<Element, kHeadDim, 4>>(p, plan, stream); break;
   }
-  if (p.splits > 1 && !plan.cluster_merge && p.merge_counters == nullptr)
-    launch_split_kv_combine<Element, kHeadDim>(p, plan, stream);
+  if (p.splits > 1 && !plan.cluster_merge) launch_split_kv_combine<Element, kHeadDim>(p, plan, stream);
 }
 
 }  // namespace attnlab::cuda::serving

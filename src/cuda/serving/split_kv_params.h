@@ -53,10 +53,6 @@ struct SplitKvParams {
   int splits = 1;
   float* part_o = nullptr;
   float* part_lse = nullptr;
-  // Non-null: no combine kernel; the last block of each query tile's splits to finish merges them
-  // (split_kv_last_block_merge.cuh). One counter per (sequence, KV head, query tile), zero at the call's start,
-  // and left at zero by the call.
-  int* merge_counters = nullptr;
 
   // Phase stamps (split_kv_phase_stamps.cuh): written only by kernels instantiated with PhaseStamps, which the
   // diagnostic program tests/split_kv_phases.cu launches; the library leaves them null.

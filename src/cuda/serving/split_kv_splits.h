@@ -48,15 +48,4 @@ inline bool split_kv_cluster_merge(int splits, std::int64_t max_seqlen_k, std::i
   return splits >= key_tiles;
 }
 
-// Whether a call's `splits` merge in the last of their blocks to finish instead of in the combine kernel
-// (split_kv_last_block_merge.cuh), when Tuning::split_kv_last_block_merge allows it: more than one split not merged
-// in clusters, blocks of one warp of rows (at most 16 (token, query head) pairs: decode's shape, where the merging
-// block has at most 16 rows to read and write; with more rows the combine kernel's block per row spreads the
-// reads over the SMs), and no more query tiles of all sequences and KV heads (`groups`) than the context has
-// counters (`counters`). Measured on the H200: docs/perf-notes-serving.md, split-KV v10.
-inline bool split_kv_last_block_merge(int splits, bool cluster_merge, int row_warps, std::int64_t groups,
-                                      std::int64_t counters) {
-  return splits > 1 && !cluster_merge && row_warps == 1 && groups <= counters;
-}
-
 }  // namespace attnlab::cuda::serving
