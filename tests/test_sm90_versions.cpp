@@ -56,18 +56,6 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
   EXPECT_FALSE(version_built(128, 128, 7));
   EXPECT_FALSE(version_built(256, 256, 5));
   EXPECT_TRUE(version_built(64, 64, 7));
-  EXPECT_TRUE(version_built(64, 64, 9));  // s9 (s5 chained) at 64 and 128, s10 (s7 chained) at 64
-  EXPECT_TRUE(version_built(128, 128, 9));
-  EXPECT_FALSE(version_built(96, 96, 9));
-  EXPECT_FALSE(version_built(192, 128, 9));
-  EXPECT_TRUE(version_built(64, 64, 10));
-  EXPECT_FALSE(version_built(128, 128, 10));
-}
-
-TEST(Sm90Versions, NumberedOnesExist) {
-  using attnlab::cuda::sm90::version_exists;
-  for (const int v : {1, 2, 3, 4, 5, 6, 7, 9, 10, 11}) EXPECT_TRUE(version_exists(v)) << v;
-  for (const int v : {-1, 0, 8, 12}) EXPECT_FALSE(version_exists(v)) << v;  // s0 retired, s8 not kept
 }
 
 }  // namespace

@@ -22,13 +22,11 @@ struct BlockWork {
 
 // Where a block sits in its CTA's sequence: a persistent CTA (s3) runs several blocks through one pipeline, whose
 // slots and phases continue (step0: the pipeline step of this block's first key tile), with Q's barriers in phase
-// q_phase, and one sequence of ping-pong turns. A CTA of one block is {0, 0, true, true, 0}. q_slot: the Q slot the
-// block's rows are loaded into (0; s9 and s10 alternate two, Traits::kQSlots).
+// q_phase, and one sequence of ping-pong turns. A CTA of one block is {0, 0, true, true}.
 struct BlockSchedule {
   std::uint32_t step0 = 0;
   std::uint32_t q_phase = 0;
   bool first_block = true, last_block = true;
-  int q_slot = 0;
 };
 
 }  // namespace attnlab::cuda::sm90

@@ -1,15 +1,13 @@
 // attnlab's sm_90a flash forward kernel: warp-specialized (one producer warpgroup issuing TMA, two consumer
 // warpgroups running wgmma and the softmax, three in s6), K/V in a two-slot mbarrier pipeline, O out through shared
-// memory and a TMA store; s3, s5, s7, s9 and s10 persistent (one CTA per SM walking the blocks), s9 and s10 with a
-// CTA's blocks chained in each consumer. Its parts: scheduler.cuh (which block), pipeline.cuh (the slots),
-// mainloop.cuh (both roles), chained_blocks.cuh (s9, s10), softmax.cuh, epilogue.cuh; ptx.cuh and gmma.cuh have
-// the instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist there alone); on any other
+// memory and a TMA store; s3, s5 and s7 persistent (one CTA per SM walking the blocks). Its parts: scheduler.cuh
+// (which block), pipeline.cuh (the slots), mainloop.cuh (both roles), softmax.cuh, epilogue.cuh; ptx.cuh and
+// gmma.cuh have the instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist there alone); on any other
 // architecture the kernel body is empty and the path never launches it (flash_sm90_path.cpp).
 #pragma once
 
 #include <cstdint>
 
-#include "cuda/flash_sm90/chained_blocks.cuh"
 #include "cuda/flash_sm90/epilogue.cuh"
 #include "cuda/flash_sm90/mainloop.cuh"
 #include "cuda/flash_sm90/params.h"
@@ -38,21 +36,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
     ptx::prefetch_tensor_map(&kp.q);
     ptx::prefetch_tensor_map(&kp.k);
     ptx::prefetch_tensor_map(&kp.v);
-    if constexpr (Traits::kChainBlocks) {
-      // s9, s10: each next block is claimed and published as this one's loads begin, so the consumers find it when
-      // they chain to it, and its Q goes to the other Q slot (chained_blocks.cuh).
-      std::uint32_t step0 = 0;
-      unsigned item = blockIdx.x;
-      DynamicWalk::publish(pipe, 0, item);
-      for (std::uint32_t i = 0; item < TileWalk::count(kp); ++i) {
-        const unsigned next = DynamicWalk::next(kp.tile_counter, TileWalk::count(kp));
-        DynamicWalk::publish(pipe, i + 1, next);
-        const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, TileWalk::m_blocks(kp)));
-        produce<Traits>(kp, pipe, smem, w, chained_schedule(step0, i));
-        step0 += std::uint32_t(w.tiles());
-        item = next;
-      }
-    } else if constexpr (Traits::kDynamicWalk) {
+    if constexpr (Traits::kDynamicWalk) {
       // The list's size and shape are recomputed from the parameters (constant bank) where they are used: the
       // producer runs on few registers (traits.h, kProducerRegisters).
       std::uint32_t step0 = 0, i = 0;
@@ -78,10 +62,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
   }
   ptx::registers_increase<Traits::kConsumerRegisters>();
   const int consumer = warpgroup - 1, warp = (int(threadIdx.x) / 32) % 4, lane = int(threadIdx.x) % 32;
-  if constexpr (Traits::kChainBlocks) {
-    consume_chained<Traits>(kp, pipe, smem, smem_generic, consumer, warp, lane);
-    return;
-  }
   // One block: O from zero, the softmax state fresh, the main loop, the epilogue.
   auto run_block = [&](const BlockWork& w, const BlockSchedule& at) {
     float o[Traits::kORegs];

@@ -32,10 +32,7 @@ void launch_where_built(const KernelParams& params, int device, cudaStream_t str
 
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 12);
-  if (version == 11) return launch_where_built<Element, kHeadQK, kHeadV, 11>(params, device, stream);
-  if (version == 10) return launch_where_built<Element, kHeadQK, kHeadV, 10>(params, device, stream);
-  if (version == 9) return launch_where_built<Element, kHeadQK, kHeadV, 9>(params, device, stream);
+  static_assert(kVersions == 8);
   if (version == 7) return launch_where_built<Element, kHeadQK, kHeadV, 7>(params, device, stream);
   if (version == 6) return launch_where_built<Element, kHeadQK, kHeadV, 6>(params, device, stream);
   if (version == 5) return launch_where_built<Element, kHeadQK, kHeadV, 5>(params, device, stream);

@@ -44,15 +44,15 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   };
   const int tiles = w.tiles();
   if (tiles > 0) load_k(w.tile_begin, at.step0);
-  ptx::wait(pipe.q_empty(at.q_slot), at.q_phase ^ 1u);
+  ptx::wait(pipe.q_empty(), at.q_phase ^ 1u);
   // The block's rows (pack_rows: Traits::kBlockM), or the packed heads' rows (query_packing.h), of each column
   // slice.
-  ptx::arrive_expect_bytes(pipe.q_full(at.q_slot),
+  ptx::arrive_expect_bytes(pipe.q_full(),
                            std::uint32_t(kp.pack_heads * kp.pack_rows) * Traits::kRowBytes * Traits::kQKSlices);
 #pragma unroll
   for (int h = 0; h < Traits::kQKSlices; ++h)
-    ptx::tma_load(smem + Traits::kQOffset + at.q_slot * Traits::kQBytes + h * Traits::kQSliceBytes, &kp.q,
-                  pipe.q_full(at.q_slot), Traits::kSliceCols * h, w.q_row0 + w.m0, w.head, w.map_batch);
+    ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQSliceBytes, &kp.q, pipe.q_full(), Traits::kSliceCols * h,
+                  w.q_row0 + w.m0, w.head, w.map_batch);
   if (tiles > 0) load_v(w.tile_begin, at.step0);
   for (int i = 1; i < tiles; ++i) {
     load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
@@ -107,7 +107,6 @@ template <class Traits>
 struct ConsumerSetup {
   KeySpan visible[2];  // the two rows this thread owns
   ConsumerMma<Traits> mma;
-  int q_slot;  // where the block's Q is (BlockSchedule::q_slot)
   float scale_log2;
   // Softcap c > 0 (s1 only, flash_sm90_path.cpp): s = c · tanh(scale · q·k / c), taken as scale / c and c · log2 e.
   float scale_over_cap, cap_log2;
@@ -115,7 +114,7 @@ struct ConsumerSetup {
 
 template <class Traits>
 __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uint32_t smem, const BlockWork& w,
-                                                int consumer, int warp, int lane, int q_slot = 0) {
+                                                int consumer, int warp, int lane) {
   const flash::FlashParams& p = kp.p;
   ConsumerSetup<Traits> c;
 #pragma unroll
@@ -130,9 +129,7 @@ __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uin
       c.visible[h] = {0, 0};
     }
   }
-  c.q_slot = q_slot;
-  c.mma.q_base =
-      smem + Traits::kQOffset + q_slot * Traits::kQBytes + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
+  c.mma.q_base = smem + Traits::kQOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
   c.scale_log2 = p.scale * 1.4426950408889634f;
   c.scale_over_cap = p.softcap > 0.0f ? p.scale / p.softcap : 0.0f;
   c.cap_log2 = p.softcap * 1.4426950408889634f;
@@ -184,56 +181,49 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
   }
 }
 
-// The steps of a block in versions s1–s7 and later (FlashAttention-3's two overlaps; from s2 on with the raw-score
-// softmax). Inside the warpgroup, tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile
-// j + 1 runs while P·V(j) is still on the tensor cores; O is rescaled only after that P·V completes (s7 and s10
-// wait for P·V(j) before issuing the Q·Kᵀ: Traits::kPvBeforeQk). Between the consumer warpgroups, MmaTurns makes
-// them take turns issuing their GEMMs, so that one's softmax runs under another's MMAs (ping-pong) instead of all
-// competing at once. consume_overlapped runs a block's steps in order: first_tile, middle_tiles, last_pv; s9 and
-// s10 join one block's last P·V and the next block's first Q·Kᵀ in one turn (chained_blocks.cuh).
-
-// A block's first Q·Kᵀ has completed (S holds its scores): its K slot (and Q, if it was the block's only tile) is
-// released and the scores become probabilities under a fresh softmax state. P's operand is left to the caller: in
-// s9 the previous block's last P·V may still be reading it.
+// Versions s1–s7 (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
+// tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still
+// on the tensor cores; O is rescaled only after that P·V completes (s7 waits for P·V(j) before issuing the Q·Kᵀ:
+// Traits::kPvBeforeQk). Between the consumer warpgroups, MmaTurns makes them take turns issuing their GEMMs, so
+// that one's softmax runs under another's MMAs (ping-pong) instead of all competing at once.
 template <class Traits>
-__device__ __forceinline__ void first_probabilities(const Pipeline<Traits>& pipe, const ConsumerSetup<Traits>& c,
-                                                    const BlockWork& w, std::uint32_t step0, int lane,
-                                                    float (&s)[Traits::kSRegs], OnlineSoftmax& softmax) {
-  ptx::fence_registers(s);
-  pipe.release_k(step0, lane);
-  if constexpr (Traits::kOwnOBuffer)
-    if (w.tiles() == 1) pipe.release_q(c.q_slot, lane);  // the block's last Q·Kᵀ has read Q
-  float correction[2];  // O is still 0: nothing to rescale
-  scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
-}
-
-// The first key tile of a block that follows no chained block: its Q·Kᵀ alone in a turn (turn 0 of the block).
-template <class Traits>
-__device__ __forceinline__ void first_tile(const Pipeline<Traits>& pipe, std::uint32_t smem,
-                                           const ConsumerSetup<Traits>& c, const BlockWork& w,
-                                           const BlockSchedule& at, const MmaTurns<Traits::kConsumers>& turns,
-                                           int lane, float (&s)[Traits::kSRegs], std::uint32_t (&a)[Traits::kPRegs],
-                                           OnlineSoftmax& softmax) {
+__device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
+                                   const BlockWork& w, const BlockSchedule& at, int consumer, int warp, int lane,
+                                   float (&o)[Traits::kORegs], OnlineSoftmax& softmax) {
   using Element = typename Traits::Element;
-  ptx::wait(pipe.q_full(c.q_slot), at.q_phase);
-  pipe.wait_k(at.step0);
+  const ConsumerSetup<Traits> c = consumer_setup<Traits>(kp, smem, w, consumer, warp, lane);
+  const int tiles = w.tiles();
+  const MmaTurns<Traits::kConsumers> turns{consumer, tiles > 0 ? tiles + 1 : 1, at.first_block, at.last_block};
+  turns.start();
+  if (tiles == 0) {
+    // No key to see: one empty turn keeps the warpgroups' sequence of turns in step (a persistent CTA's next
+    // block continues it), and O's staging overwrites Q, so the load must have landed.
+    turns.begin(0);
+    turns.end(0);
+    ptx::wait(pipe.q_full(), at.q_phase);
+    if constexpr (Traits::kOwnOBuffer) pipe.release_q(lane);
+    return;
+  }
+  ptx::wait(pipe.q_full(), at.q_phase);
+  const std::uint32_t s0 = at.step0;
+
+  float s[Traits::kSRegs];
+  std::uint32_t a[Traits::kPRegs];
+  pipe.wait_k(s0);
   turns.begin(0);
-  c.mma.issue_qk(s, k_tile<Traits>(smem, at.step0));
+  c.mma.issue_qk(s, k_tile<Traits>(smem, s0));
   turns.end(0);
   ptx::wgmma_wait<0>();
-  first_probabilities<Traits>(pipe, c, w, at.step0, lane, s, softmax);
+  ptx::fence_registers(s);
+  pipe.release_k(s0, lane);
+  if constexpr (Traits::kOwnOBuffer)
+    if (tiles == 1) pipe.release_q(lane);  // the block's last Q·Kᵀ has read Q
+  {
+    float correction[2];  // O is still 0: nothing to rescale
+    scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
+  }
   probabilities_to_operand<Element>(s, a);
-}
 
-// Tiles 1 … tiles − 1 of a block (turns 1 … tiles − 1): Q·Kᵀ(step) with P·V(step − 1).
-template <class Traits>
-__device__ __forceinline__ void middle_tiles(const Pipeline<Traits>& pipe, std::uint32_t smem,
-                                             const ConsumerSetup<Traits>& c, const BlockWork& w,
-                                             std::uint32_t s0, const MmaTurns<Traits::kConsumers>& turns, int lane,
-                                             float (&s)[Traits::kSRegs], std::uint32_t (&a)[Traits::kPRegs],
-                                             float (&o)[Traits::kORegs], OnlineSoftmax& softmax) {
-  using Element = typename Traits::Element;
-  const int tiles = w.tiles();
   for (int step = 1; step < tiles; ++step) {
     const std::uint32_t now = s0 + std::uint32_t(step), before = now - 1u;
     pipe.wait_k(now);
@@ -259,7 +249,7 @@ __device__ __forceinline__ void middle_tiles(const Pipeline<Traits>& pipe, std::
     ptx::fence_registers(s);
     pipe.release_k(now, lane);
     if constexpr (Traits::kOwnOBuffer)
-      if (step == tiles - 1) pipe.release_q(c.q_slot, lane);
+      if (step == tiles - 1) pipe.release_q(lane);
     float correction[2];
     scores_to_probabilities<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane, softmax, correction);
     if constexpr (!Traits::kPvBeforeQk) {
@@ -270,15 +260,7 @@ __device__ __forceinline__ void middle_tiles(const Pipeline<Traits>& pipe, std::
     OnlineSoftmax::rescale(o, correction);
     probabilities_to_operand<Element>(s, a);
   }
-}
 
-// The block's last P·V alone in a turn (turn `tiles`), its V slot released once it has completed.
-template <class Traits>
-__device__ __forceinline__ void last_pv(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
-                                        const ConsumerSetup<Traits>& c, const BlockWork& w, std::uint32_t s0,
-                                        const MmaTurns<Traits::kConsumers>& turns, int consumer, int lane,
-                                        std::uint32_t (&a)[Traits::kPRegs], float (&o)[Traits::kORegs]) {
-  const int tiles = w.tiles();
   const std::uint32_t last = s0 + std::uint32_t(tiles - 1);
   pipe.wait_v(last);
   clear_keys_past_length<Traits>(kp, w, v_tile<Traits>(smem, last), consumer);
@@ -288,31 +270,6 @@ __device__ __forceinline__ void last_pv(const KernelParams& kp, const Pipeline<T
   ptx::wgmma_wait<0>();
   ptx::fence_registers(o);
   pipe.release_v(last, lane);
-}
-
-// One block, its turns 0 … tiles (one block's turns in MmaTurns' count: tiles + 1).
-template <class Traits>
-__device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
-                                   const BlockWork& w, const BlockSchedule& at, int consumer, int warp, int lane,
-                                   float (&o)[Traits::kORegs], OnlineSoftmax& softmax) {
-  const ConsumerSetup<Traits> c = consumer_setup<Traits>(kp, smem, w, consumer, warp, lane);
-  const int tiles = w.tiles();
-  const MmaTurns<Traits::kConsumers> turns{consumer, tiles > 0 ? tiles + 1 : 1, at.first_block, at.last_block};
-  turns.start();
-  if (tiles == 0) {
-    // No key to see: one empty turn keeps the warpgroups' sequence of turns in step (a persistent CTA's next
-    // block continues it), and O's staging overwrites Q, so the load must have landed.
-    turns.begin(0);
-    turns.end(0);
-    ptx::wait(pipe.q_full(), at.q_phase);
-    if constexpr (Traits::kOwnOBuffer) pipe.release_q(0, lane);
-    return;
-  }
-  float s[Traits::kSRegs];
-  std::uint32_t a[Traits::kPRegs];
-  first_tile<Traits>(pipe, smem, c, w, at, turns, lane, s, a, softmax);
-  middle_tiles<Traits>(pipe, smem, c, w, at.step0, turns, lane, s, a, o, softmax);
-  last_pv<Traits>(kp, pipe, smem, c, w, at.step0, turns, consumer, lane, a, o);
 }
 
 }  // namespace attnlab::cuda::sm90

@@ -18,10 +18,7 @@ struct Pipeline {
   static constexpr std::uint32_t kConsumerWarps = 4 * Traits::kConsumers;
   std::uint32_t barriers;  // shared address of barrier 0 (Q full)
 
-  // Q's slot 0 (every version) and slot 1 (s9, s10: Traits::kQSlots).
-  __device__ std::uint32_t q_full(int slot = 0) const {
-    return slot == 0 ? barriers : barriers + 8 * (Traits::kBarriers - 2);
-  }
+  __device__ std::uint32_t q_full() const { return barriers; }
   __device__ std::uint32_t k_full(int slot) const { return barriers + 8 * (1 + slot); }
   __device__ std::uint32_t k_empty(int slot) const { return barriers + 8 * (1 + kStages + slot); }
   __device__ std::uint32_t v_full(int slot) const { return barriers + 8 * (1 + 2 * kStages + slot); }
@@ -29,9 +26,7 @@ struct Pipeline {
   // Persistent CTAs (s3, s5, s7): Q's shared memory is free again once both consumer warpgroups' output stores, staged
   // in it, have been read (one arrival per consumer warpgroup), or, where O is staged apart (Traits::kOwnOBuffer),
   // once the block's last Q·Kᵀ has completed (one arrival per consumer warp, as for a K slot).
-  __device__ std::uint32_t q_empty(int slot = 0) const {
-    return slot == 0 ? barriers + 8 * (1 + 4 * kStages) : barriers + 8 * (Traits::kBarriers - 1);
-  }
+  __device__ std::uint32_t q_empty() const { return barriers + 8 * (1 + 4 * kStages); }
   static constexpr std::uint32_t kQEmptyArrivals = Traits::kOwnOBuffer ? kConsumerWarps : Traits::kConsumers;
   // The dynamic walk (s5, s7; scheduler.cuh): item slot i % 2 is full once the producer has written the CTA's i-th
   // block there, empty once every consumer warp has read it.
@@ -49,10 +44,6 @@ struct Pipeline {
       ptx::barrier_init(v_empty(s), kConsumerWarps);
     }
     ptx::barrier_init(q_empty(), kQEmptyArrivals);
-    if constexpr (Traits::kQSlots == 2) {
-      ptx::barrier_init(q_full(1), 1);
-      ptx::barrier_init(q_empty(1), kQEmptyArrivals);
-    }
     for (int s = 0; s < 2; ++s) {
       ptx::barrier_init(walk_full(s), 1);
       ptx::barrier_init(walk_empty(s), kConsumerWarps);
@@ -86,10 +77,10 @@ struct Pipeline {
     __syncwarp();
     if (lane == 0) ptx::arrive(v_empty(slot(step)));
   }
-  // Q's rows (in `slot`) were read by this warp's last Q·Kᵀ of the block (Traits::kOwnOBuffer only).
-  __device__ void release_q(int slot, int lane) const {
+  // Q's rows were read by this warp's last Q·Kᵀ of the block (Traits::kOwnOBuffer only).
+  __device__ void release_q(int lane) const {
     __syncwarp();
-    if (lane == 0) ptx::arrive(q_empty(slot));
+    if (lane == 0) ptx::arrive(q_empty());
   }
 };
 

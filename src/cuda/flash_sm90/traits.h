@@ -18,26 +18,21 @@ constexpr int swizzle_row_bytes(int head_qk) { return head_qk == 96 ? 64 : 128; 
 //     (48 + 96 + 96 KB), of 112 they do (48 + 84 + 84 KB at Hv 192);
 //   in version s4 at 128, 176 keys (FlashAttention-3's choice at head dim 128 without a mask), which give each
 //     softmax step 1.375× the MMA work: S, P and O take 88 + 44 + 64 registers;
-//   in versions s7 and s10 (built at head dim 64 alone), 256 keys, cuDNN's tile there: twice the MMA work per
-//     softmax step of a 128-key tile, and no partly empty last tile at the power-of-two lengths 192 keys lost at
+//   in version s7 (built at head dim 64 alone), 256 keys, cuDNN's tile there: twice the MMA work per softmax step
+//     of a 128-key tile, and no partly empty last tile at the power-of-two lengths 192 keys lost at
 //     (docs/perf-notes-flash-sm90.md). S, P and O take 128 + 64 + 32 registers, so s7 lets each P·V finish before
 //     the next Q·Kᵀ is issued (Traits::kPvBeforeQk) and S and P are never live together.
 // Plain C++: the host side sizes the TMA boxes with it.
 constexpr int key_tile_rows(int head_qk, int version) {
   if (head_qk == 256) return 64;
   if (head_qk == 192) return 112;
-  if (version == 7 || version == 10) return 256;
+  if (version == 7) return 256;
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7 and their
-// chained forms s9 and s10. Plain C++: the host side places the counter in the call's scratch for it.
-constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 9 || version == 10 || version == 11;
-}
-
-// Versions whose consumers chain a CTA's blocks (chained_blocks.cuh): s9 (s5 chained) and s10 (s7 chained).
-constexpr bool chains_blocks(int version) { return version == 9 || version == 10; }
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5 and s7. Plain
+// C++: the host side places the counter in the call's scratch for it.
+constexpr bool walks_dynamically(int version) { return version == 5 || version == 7; }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
 constexpr int kConsumerRows = 64;
@@ -46,7 +41,7 @@ constexpr int kConsumerRows = 64;
 // dim 64 alone, where the softmax's share of a tile is largest and 64 + 32 + 32 registers of S, P and O leave room
 // for a third warpgroup: FlashAttention-3's choice there). Plain C++: the host side sizes the grid and Q's TMA box
 // with it.
-constexpr int query_block_rows(int version) { return version == 6 || version == 11 ? 192 : 128; }
+constexpr int query_block_rows(int version) { return version == 6 ? 192 : 128; }
 
 // The version whose instance a call of `version` runs: s4 differs from s2 only where its key tiles do, so at the
 // other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dim 128 alone).
@@ -59,27 +54,22 @@ constexpr int compiled_version(int head_dim, int version) {
 // only), 3 = s3 (s2 in persistent CTAs walking a static list), 4 = s4 (s2 with 176-key tiles at head dim 128),
 // 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits),
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
-// tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 9 = s9 (s5 with a block's last P·V and the next
-// block's first Q·Kᵀ in one turn: chained_blocks.cuh), 10 = s10 (s7 chained likewise), 11 = s11 (s6 in persistent CTAs
-// on the block counter, as s5);
-// docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8 was an experiment not kept).
+// tiles at head dim 64, each P·V finished before the next Q·Kᵀ);
+// docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kVersion >= 1 && kVersion <= 11 && kVersion != 8, "kernel versions s1 … s7, s9 … s11");
-  static_assert((kVersion != 7 && kVersion != 10) || (kHeadQKDim == 64 && kHeadVDim == 64),
-                "s7 and s10 are built at head dim 64 alone");
+  static_assert(kVersion >= 1 && kVersion <= 7, "kernel versions s1 … s7");
+  static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
   // s5: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one at a
   // time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
   static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
-  // s9, s10: each consumer warpgroup runs its CTA's blocks as one chain (chained_blocks.cuh).
-  static constexpr bool kChainBlocks = chains_blocks(kVersion);
   // s7: inside a warpgroup, P·V(j − 1) completes before Q·Kᵀ(j) is issued (mainloop.cuh), instead of the two
   // running together, so that the 256-key S and the P of the tile before never need registers at once (128 + 64
   // beside O's 32 would not fit in 224). The softmax still runs under the other warpgroup's GEMMs (ping-pong).
-  static constexpr bool kPvBeforeQk = kVersion == 7 || kVersion == 10;
+  static constexpr bool kPvBeforeQk = kVersion == 7;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -96,7 +86,7 @@ struct Traits {
   static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadQKDim == 64 && kHeadVDim == 64),
                 "three consumer warpgroups at head dim 64 only (their registers: below)");
   static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kStages = kVersion == 9 && kHeadQKDim == 64 ? 3 : 2;  // K and V slots each
+  static constexpr int kStages = 2;  // K and V slots each
   // Registers per consumer thread for the S tile, its P operand and the O accumulator (wgmma's 64 × N layout:
   // N / 2 each, P N / 4): 64 + 32 + 64 at head dim 128 (88 + 44 + 64 in s4), 32 + 16 + 128 at 256, 64 + 32 + 32
   // at 64, 64 + 32 + 48 at 96, 56 + 28 + 96 at 192 (56 + 28 + 64 at 192/128).
@@ -109,10 +99,8 @@ struct Traits {
   // to local memory.
   // s6's three consumer warpgroups share what the producer leaves: 24·128 + 160·384 = 64 512 (FlashAttention-3's
   // split with three). In persistent CTAs beside s5's 56-register producer they would get 152: ptxas then spilled
-  // 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2. s11 walks the counter with a
-  // 32-register producer beside 160-register consumers (32·128 + 160·384 = 65 536): ptxas spills 44 bytes of the
-  // producer's walk there (one thread's, outside the consumers' loop), none of the consumers'.
-  static constexpr int kProducerRegisters = kConsumers == 3 ? (kDynamicWalk ? 32 : 24) : kDynamicWalk ? 56 : 24;
+  // 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2.
+  static constexpr int kProducerRegisters = kDynamicWalk ? 56 : 24;
   static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : kDynamicWalk ? 224 : 240;
   static_assert(kProducerRegisters * 128 + kConsumerRegisters * 128 * kConsumers <= 65536, "the SM's registers");
 
@@ -130,11 +118,8 @@ struct Traits {
   static constexpr int kQBytes = kQSliceBytes * kQKSlices;  // 32 KB at head dim 128
   static constexpr int kKBytes = kKVSliceBytes * kQKSlices;  // per slot: 32 KB at 128 and 256 (44 KB in s4)
   static constexpr int kVBytes = kKVSliceBytes * kVSlices;
-  // Q's slots: one, or two in s9 and s10, whose producer loads a block's Q while the block before still reads its
-  // own (chained_blocks.cuh). Slot i is kQBytes from the first.
-  static constexpr int kQSlots = kChainBlocks ? 2 : 1;
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kQSlots * kQBytes;
+  static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
   // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent
   // CTA's next Q can only land once this block's O store has read them; in s5 in a buffer of their own wherever
@@ -143,9 +128,8 @@ struct Traits {
   static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
   static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the
-  // dynamic walk's two item slots' full and empty barriers (s5), then Q slot 1's full and empty barriers (s9, s10);
-  // then the walk's two items (4 bytes each).
-  static constexpr int kBarriers = 2 + 4 * kStages + 4 + 2;
+  // dynamic walk's two item slots' full and empty barriers (s5); then those two slots' items (4 bytes each).
+  static constexpr int kBarriers = 2 + 4 * kStages + 4;
   static constexpr int kTailBytes = 8 * kBarriers + 16;
   // What an sm_90 block may opt in to: 227 KB of shared memory.
   static constexpr int kMaxSmemAllocation = 232448;

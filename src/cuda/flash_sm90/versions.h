@@ -6,24 +6,21 @@
 
 namespace attnlab::cuda::sm90 {
 
-// The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7, 9 and 10 (s1 …
-// s7, s9, s10); index 0 was s0, retired, and 8 an experiment not kept (docs/perf-notes-flash-sm90.md). s2 and later
-// need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 12;
+// The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7 (s1 … s7); index
+// 0 was s0, retired. s2 and later need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
+constexpr int kVersions = 8;
 constexpr int kFirstVersion = 1;
-constexpr bool version_exists(int version) { return version >= kFirstVersion && version < kVersions && version != 8; }
 
 // Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
 // persistent versions keep a walk's state beside O: s3 is not at 256, where it spilled to local memory beside O's
 // 128 registers (and measured slower than s2), s5 not at 192/192 and 256, where it spilled with its consumers at
 // 224 registers (traits.h; docs/perf-notes-flash-sm90.md). s6's three consumer warpgroups and s7's 256-key tiles
-// exist at head dim 64 alone (traits.h, query_block_rows and key_tile_rows), and so does s10 (s7 chained); s9 (s5
-// chained) is built at head dims 64 and 128, the rows it was made for. The path refuses such a call by this rule.
+// exist at head dim 64 alone (traits.h, query_block_rows and key_tile_rows). The path refuses such a call by this
+// rule.
 constexpr bool version_built(int head_qk, int head_v, int version) {
   if (version == 3) return head_qk != 256;
   if (version == 5) return head_qk != 256 && !(head_qk == 192 && head_v == 192);
-  if (version == 6 || version == 7 || version == 10 || version == 11) return head_qk == 64 && head_v == 64;
-  if (version == 9) return head_qk == head_v && (head_qk == 64 || head_qk == 128);
+  if (version == 6 || version == 7) return head_qk == 64 && head_v == 64;
   return true;
 }
 
