@@ -54,7 +54,7 @@ __device__ __forceinline__ void copy_rows_out(const flash::FlashParams& p, const
                                               const BlockWork& w, int local0, int rows) {
   using Element = typename Traits::Element;
   constexpr int kChunks = Traits::kHeadV / 8;  // 16-byte pieces of a row
-  for (int i = int(threadIdx.x) % 128; i < rows * kChunks; i += 128) {
+  for (int i = ptx::opaque(int(threadIdx.x) % 128); i < rows * kChunks; i += 128) {
     const int r = i / kChunks, col = 8 * (i % kChunks);
     const uint4 piece = *reinterpret_cast<const uint4*>(smem_generic + swizzled_offset<Traits>(local0 + r, col));
     Element* out = static_cast<Element*>(p.o) + std::int64_t(w.q_row0 + w.m0 + local0 + r) * p.o_stride_t +
@@ -72,7 +72,7 @@ __device__ __forceinline__ void copy_packed_heads_out(const KernelParams& kp, co
   using Element = typename Traits::Element;
   const flash::FlashParams& p = kp.p;
   constexpr int kChunks = Traits::kHeadV / 8;  // 16-byte pieces of a row
-  for (int i = int(threadIdx.x) % 128; i < Traits::kRowsPerConsumer * kChunks; i += 128) {
+  for (int i = ptx::opaque(int(threadIdx.x) % 128); i < Traits::kRowsPerConsumer * kChunks; i += 128) {
     const int local = local0 + i / kChunks, col = 8 * (i % kChunks);
     const int t = w.m0 + local % kp.pack_rows, head = w.head + local / kp.pack_rows;
     if (local >= kp.pack_heads * kp.pack_rows || t >= p.T) continue;

@@ -21,7 +21,7 @@ bool has_instance(DType dtype, int head_qk, int head_v) {
 }
 
 namespace {
-// A version built at some head dims only (launch.h, version_built); the path's rules refuse the others first.
+// A version built at some head dims only (versions.h, version_built); the path's rules refuse the others first.
 template <class Element, int kHeadQK, int kHeadV, int kVersion>
 void launch_where_built(const KernelParams& params, int device, cudaStream_t stream) {
   if constexpr (version_built(kHeadQK, kHeadV, kVersion))
@@ -32,7 +32,8 @@ void launch_where_built(const KernelParams& params, int device, cudaStream_t str
 
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 8);
+  static_assert(kVersions == 12);
+  if (version == 11) return launch_where_built<Element, kHeadQK, kHeadV, 11>(params, device, stream);
   if (version == 7) return launch_where_built<Element, kHeadQK, kHeadV, 7>(params, device, stream);
   if (version == 6) return launch_where_built<Element, kHeadQK, kHeadV, 6>(params, device, stream);
   if (version == 5) return launch_where_built<Element, kHeadQK, kHeadV, 5>(params, device, stream);

@@ -54,6 +54,9 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
     ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQSliceBytes, &kp.q, pipe.q_full(), Traits::kSliceCols * h,
                   w.q_row0 + w.m0, w.head, w.map_batch);
   if (tiles > 0) load_v(w.tile_begin, at.step0);
+  // One tile per iteration: unrolled, the loop's loads held more registers than s11's 32-register producer has, and
+  // ptxas spilled them (traits.h, kProducerRegisters).
+#pragma unroll 1
   for (int i = 1; i < tiles; ++i) {
     load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
     load_v(w.tile_begin + i, at.step0 + std::uint32_t(i));
@@ -181,7 +184,7 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
   }
 }
 
-// Versions s1–s7 (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
+// Every version (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
 // tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still
 // on the tensor cores; O is rescaled only after that P·V completes (s7 waits for P·V(j) before issuing the Q·Kᵀ:
 // Traits::kPvBeforeQk). Between the consumer warpgroups, MmaTurns makes them take turns issuing their GEMMs, so

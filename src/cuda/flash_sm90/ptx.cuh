@@ -151,6 +151,14 @@ __device__ __forceinline__ void fence_registers(std::uint32_t (&a)[kCount]) {
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
+// A value the compiler cannot compute ahead of this point: keeps a cold path's per-thread arithmetic (the epilogue's
+// row copies) where it runs instead of hoisted to the kernel's start, where it would hold registers (or local
+// memory) through the main loop; in s11's 160-register consumers ptxas spilled such offsets.
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 // 2^x as one MUFU.EX2 (ex2.approx.ftz: 2 ulp, −inf → +0, results below 2^−126 flushed to 0). exp2f would add the
 // denormal range's fix-up (a compare, a select and two multiplies per call) that probabilities do not need.
 __device__ __forceinline__ float exp2_ftz(float x) {

@@ -30,18 +30,18 @@ constexpr int key_tile_rows(int head_qk, int version) {
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5 and s7. Plain
-// C++: the host side places the counter in the call's scratch for it.
-constexpr bool walks_dynamically(int version) { return version == 5 || version == 7; }
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7 and s11.
+// Plain C++: the host side places the counter in the call's scratch for it.
+constexpr bool walks_dynamically(int version) { return version == 5 || version == 7 || version == 11; }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
 constexpr int kConsumerRows = 64;
 
-// Query rows per block at a kernel version: 128 (two consumer warpgroups), except s6's 192 (three; built at head
-// dim 64 alone, where the softmax's share of a tile is largest and 64 + 32 + 32 registers of S, P and O leave room
-// for a third warpgroup: FlashAttention-3's choice there). Plain C++: the host side sizes the grid and Q's TMA box
+// Query rows per block at a kernel version: 128 (two consumer warpgroups), except s6's and s11's 192 (three; built
+// at head dim 64 alone, where the softmax's share of a tile is largest and 64 + 32 + 32 registers of S, P and O leave
+// room for a third warpgroup: FlashAttention-3's choice there). Plain C++: the host side sizes the grid and Q's TMA box
 // with it.
-constexpr int query_block_rows(int version) { return version == 6 ? 192 : 128; }
+constexpr int query_block_rows(int version) { return version == 6 || version == 11 ? 192 : 128; }
 
 // The version whose instance a call of `version` runs: s4 differs from s2 only where its key tiles do, so at the
 // other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dim 128 alone).
@@ -54,17 +54,18 @@ constexpr int compiled_version(int head_dim, int version) {
 // only), 3 = s3 (s2 in persistent CTAs walking a static list), 4 = s4 (s2 with 176-key tiles at head dim 128),
 // 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits),
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
-// tiles at head dim 64, each P·V finished before the next Q·Kᵀ);
-// docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired).
+// tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
+// blocks from s5's counter); docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8, s9 and s10
+// were experiments not kept, their numbers not reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert(kVersion >= 1 && kVersion <= 7, "kernel versions s1 … s7");
+  static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11, "kernel versions s1 … s7 and s11");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
-  // s5: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one at a
-  // time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
+  // s5, s7, s11: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one
+  // at a time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
   static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
   // s7: inside a warpgroup, P·V(j − 1) completes before Q·Kᵀ(j) is issued (mainloop.cuh), instead of the two
   // running together, so that the 256-key S and the P of the tile before never need registers at once (128 + 64
@@ -77,8 +78,8 @@ struct Traits {
   // Hv ≤ Hqk: O is staged in Q's shared memory.
   static constexpr int kHeadQK = kHeadQKDim;
   static constexpr int kHeadV = kHeadVDim;
-  // A block owns 128 query rows (192 in s6): a consumer warpgroup per 64 rows (wgmma's M), one K/V tile of kBlockN
-  // keys per step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
+  // A block owns 128 query rows (192 in s6 and s11): a consumer warpgroup per 64 rows (wgmma's M), one K/V tile of
+  // kBlockN keys per step (wgmma's N for Q·Kᵀ), and one producer warpgroup that only issues TMA.
   static constexpr int kBlockM = query_block_rows(kVersion);
   static constexpr int kBlockN = key_tile_rows(kHeadQKDim, kVersion);
   static constexpr int kRowsPerConsumer = kConsumerRows;
@@ -99,8 +100,10 @@ struct Traits {
   // to local memory.
   // s6's three consumer warpgroups share what the producer leaves: 24·128 + 160·384 = 64 512 (FlashAttention-3's
   // split with three). In persistent CTAs beside s5's 56-register producer they would get 152: ptxas then spilled
-  // 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2.
-  static constexpr int kProducerRegisters = kDynamicWalk ? 56 : 24;
+  // 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2. s11 keeps them at 160 in
+  // persistent CTAs beside a producer of 32 (32·128 + 160·384 = 65 536, all of the SM's): its walk is written to
+  // fit there (kernel.cuh).
+  static constexpr int kProducerRegisters = !kDynamicWalk ? 24 : kConsumers == 3 ? 32 : 56;
   static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : kDynamicWalk ? 224 : 240;
   static_assert(kProducerRegisters * 128 + kConsumerRegisters * 128 * kConsumers <= 65536, "the SM's registers");
 
@@ -141,7 +144,7 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5 and s7 are built only where O fits apart (launch.h, version_built): their epilogue and Q release are tested
+  // s5 and s7 are built only where O fits apart (versions.h, version_built): their epilogue and Q release are tested
   // that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "s5 stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
