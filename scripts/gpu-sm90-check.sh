@@ -13,11 +13,11 @@
 #      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
 #      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6 7 11"): attnlab bench
-#      (flash-sm90, and in the first version's process cudnn; s6, s7 and s11 over the head-dim-64 rows alone), flash-sm80 in a
-#      process of its own (ATTNLAB_FLASH_CONFIG would force its tile configuration too) and bench/peers.py
-#      (torch-flash = FA2) on bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another file of bench/, e.g.
-#      workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128 256"), then
-#      bench/flash_table.py per version (rows labelled flash-sm90-sN).
+#      (flash-sm90, and in the first version's process cudnn; s6, s7 and s11 over the head-dim-64 rows alone),
+#      flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force its tile configuration too) and
+#      bench/peers.py (torch-flash = FA2) on bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another
+#      file of bench/, e.g. workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128
+#      256"), then bench/flash_table.py per version (rows labelled flash-sm90-sN).
 #   sm90-check.sh [OUT_DIR] [--no-table | --table-only]
 # Each step fits one device call of 10 minutes; together they do not (the grid is over 700 tests with s7): run
 # them as three calls (ATTNLAB_SM90_SANITIZERS="" --no-table; ATTNLAB_SM90_TESTS=0 --no-table; --table-only), each
@@ -96,6 +96,7 @@ if [[ "$table" != "--table-only" ]]; then
   filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s7:*GpuFlashSm90.PackedQueryHeads/bf16_s7'
   # and s11's three consumer warpgroups in CTAs that walk several blocks
   filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h64_203x113_s11:*GpuFlashSm90.ManyBlocksPerCta/bf16_s11'
+  filter+=':*GpuFlashSm90.SequenceLengths/bf16_s11:*GpuFlashSm90.PackedQueryHeads/bf16_s11'
   for tool in ${ATTNLAB_SM90_SANITIZERS-memcheck racecheck synccheck}; do
     log="$out/sanitizer-$tool.txt"
     timeout 150 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \

@@ -205,53 +205,63 @@ TEST(GpuVarlenForwardSm90, MatchesTheReference) {
 #endif
 }
 
-// s5's block counter in a packed batch's scratch (src/cuda/flash_sm90/varlen.h): workspace_size says 16 bytes where
-// the batch's blocks outnumber the SMs; through a caller workspace of that size the call allocates nothing and is
-// right twice through the same bytes (the counter is zeroed for every launch: one left at the first call's count
-// would leave rows poisoned); one byte less is refused before anything is written, and why_not says so first.
+// The block counter of s5 (head dim 128) and s11 (64; 192-row blocks, three consumer warpgroups) in a packed batch's
+// scratch (src/cuda/flash_sm90/varlen.h): workspace_size says 16 bytes where the batch's blocks outnumber the SMs;
+// through a caller workspace of that size the call allocates nothing and is right twice through the same bytes (the
+// counter is zeroed for every launch: one left at the first call's count would leave rows poisoned); one byte less
+// is refused before anything is written, and why_not says so first.
 TEST(GpuVarlenForwardSm90, CounterInCallerWorkspace) {
   ATTNLAB_REQUIRE_GPU();
 #if ATTNLAB_WITH_CUDA
   if (!is_hopper()) GTEST_SKIP() << "flash-sm90 needs compute capability 9.0";
-  attnlab::Context ctx;
-  attnlab::Tuning tuning = ctx.tuning();
-  tuning.flash_config = 5;
-  ctx.set_tuning(tuning);
-  Rng rng(79);
-  Batch b;
-  b.N = 32, b.K = 8, b.Hqk = b.Hv = 128, b.dtype = DType::bf16;
-  b.q_lens = {300, 17, 0, 260, 129, 1}, b.kv_lens = {300, 40, 5, 700, 129, 1000};  // 3 · 32 · 6 = 576 blocks
-  b.make(rng);
-  attnlab::Options o;
-  o.path = "flash-sm90";
-  o.mask.causal = true;
-  o.mask.align = attnlab::MaskAlign::bottom_right;
-  std::size_t bytes = 0;
-  void* buffer = nullptr;
-  {
-    DeviceMirror mirror;
-    attnlab::VarlenForwardArgs a = device_args(b, o, mirror);
-    bytes = attnlab::workspace_size(ctx, a);
-    ASSERT_EQ(bytes, 16u) << "576 blocks on a GPU of fewer SMs take their order from the counter";
-    ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
-    a.workspace = attnlab::DeviceBuffer{buffer, bytes - 1};
-    const auto why = attnlab::why_not(ctx, "flash-sm90", a);
-    ASSERT_TRUE(why.has_value()) << "why_not accepted a workspace the call refuses";
-    EXPECT_NE(why->find("workspace"), std::string::npos) << *why;
-    a.workspace = attnlab::DeviceBuffer{buffer, bytes};
-    EXPECT_FALSE(attnlab::why_not(ctx, "flash-sm90", a).has_value());
+  struct Walk {
+    int version;
+    std::int64_t head_dim;
+  };
+  for (const Walk walk : {Walk{5, 128}, Walk{11, 64}}) {
+    SCOPED_TRACE("s" + std::to_string(walk.version));
+    attnlab::Context ctx;
+    attnlab::Tuning tuning = ctx.tuning();
+    tuning.flash_config = walk.version;
+    ctx.set_tuning(tuning);
+    Rng rng(79);
+    Batch b;
+    b.N = 32, b.K = 8, b.Hqk = b.Hv = walk.head_dim, b.dtype = DType::bf16;
+    // 3 · 32 · 6 = 576 blocks of 128 rows, 2 · 32 · 6 = 384 of 192
+    b.q_lens = {300, 17, 0, 260, 129, 1}, b.kv_lens = {300, 40, 5, 700, 129, 1000};
+    b.make(rng);
+    attnlab::Options o;
+    o.path = "flash-sm90";
+    o.mask.causal = true;
+    o.mask.align = attnlab::MaskAlign::bottom_right;
+    std::size_t bytes = 0;
+    void* buffer = nullptr;
+    {
+      DeviceMirror mirror;
+      attnlab::VarlenForwardArgs a = device_args(b, o, mirror);
+      bytes = attnlab::workspace_size(ctx, a);
+      ASSERT_EQ(bytes, 16u) << "384 or more blocks on a GPU of fewer SMs take their order from the counter";
+      ASSERT_EQ(cudaMalloc(&buffer, bytes), cudaSuccess);
+      a.workspace = attnlab::DeviceBuffer{buffer, bytes - 1};
+      const auto why = attnlab::why_not(ctx, "flash-sm90", a);
+      ASSERT_TRUE(why.has_value()) << "why_not accepted a workspace the call refuses";
+      EXPECT_NE(why->find("workspace"), std::string::npos) << *why;
+      a.workspace = attnlab::DeviceBuffer{buffer, bytes};
+      EXPECT_FALSE(attnlab::why_not(ctx, "flash-sm90", a).has_value());
+    }
+    for (int call = 0; call < 2; ++call) {
+      SCOPED_TRACE("call " + std::to_string(call));
+      b.make(rng);  // fresh inputs, outputs poisoned
+      const attnlab::RunInfo info =
+          run_on_gpu(b, o, call == 1, attnlab::DeviceBuffer{buffer, bytes}, &tuning, &ctx);
+      EXPECT_EQ(info.path, "flash-sm90");
+      EXPECT_EQ(info.device_allocations, 0);
+      check_outputs(b, o);
+    }
+    b.make(rng);
+    expect_workspace_refused(b, o, attnlab::DeviceBuffer{buffer, bytes - 1}, "workspace", &tuning, &ctx);
+    cudaFree(buffer);
   }
-  for (int call = 0; call < 2; ++call) {
-    SCOPED_TRACE("call " + std::to_string(call));
-    b.make(rng);  // fresh inputs, outputs poisoned
-    const attnlab::RunInfo info = run_on_gpu(b, o, call == 1, attnlab::DeviceBuffer{buffer, bytes}, &tuning, &ctx);
-    EXPECT_EQ(info.path, "flash-sm90");
-    EXPECT_EQ(info.device_allocations, 0);
-    check_outputs(b, o);
-  }
-  b.make(rng);
-  expect_workspace_refused(b, o, attnlab::DeviceBuffer{buffer, bytes - 1}, "workspace", &tuning, &ctx);
-  cudaFree(buffer);
 #endif
 }
 

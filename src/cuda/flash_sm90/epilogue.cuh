@@ -1,9 +1,9 @@
 // The end of a block, per consumer warpgroup: O = acc / l rounded to the element type and staged in the
-// warpgroup's own 64 rows of O's staging rows (Q's shared memory, or s5's own buffer: traits.h, kOOffset; the
-// same swizzle as the TMA box), then written by one TMA store per
-// column slice that clips rows past T (a packed sequence's last rows are copied out by the threads instead);
-// LSE = (max + log2 l) · ln 2 straight from the registers of one lane per row. Rows past the query length and rows that saw no key get O = 0 and LSE = −inf (docs/design.md §2: never
-// NaN), written as zeros rather than scaled: a padding row's Q may be NaN, and then so is its accumulator.
+// warpgroup's own 64 rows of O's staging rows (Q's shared memory, or the dynamic walk's own buffer: traits.h, kOOffset;
+// the same swizzle as the TMA box), then written by one TMA store per column slice that clips rows past T (a packed
+// sequence's last rows are copied out by the threads instead); LSE = (max + log2 l) · ln 2 straight from the registers
+// of one lane per row. Rows past the query length and rows that saw no key get O = 0 and LSE = −inf (docs/design.md §2:
+// never NaN), written as zeros rather than scaled: a padding row's Q may be NaN, and then so is its accumulator.
 #pragma once
 
 #include <cmath>

@@ -57,8 +57,8 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("bias and boolean masks run on path=flash-sm80 (path=flash chooses it)");
   if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
   if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
-  // Packing query heads (query_packing.h) and s6's 192-row blocks only ever shrink the grid, so the rule is stated
-  // for 128-row blocks.
+  // Packing query heads (query_packing.h) and s6's and s11's 192-row blocks only ever shrink the grid, so the rule is
+  // stated for 128-row blocks.
   if (block_count(p, unpacked(128)) >= (std::int64_t(1) << 31))
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
@@ -69,8 +69,8 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",
                        v, v, d.Hqk, d.Hv,
                        v == 6 || v == 11 ? "its three consumer warpgroups are built at head dim 64 alone"
-                       : v == 7 ? "its 256-key tiles are built at head dim 64 alone"
-                                : "it spilled registers there");
+                       : v == 7          ? "its 256-key tiles are built at head dim 64 alone"
+                                         : "it spilled registers there");
   return tensor_map_rule(p);
 }
 

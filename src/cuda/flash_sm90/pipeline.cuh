@@ -92,7 +92,7 @@ __device__ __forceinline__ int own_barrier(int consumer) { return 1 + consumer; 
 constexpr int kTurnBarrier0 = 1 + kMaxConsumers;
 constexpr int kKeyPaddingBarrier = 1 + 2 * kMaxConsumers;
 
-// Ping-pong between the consumer warpgroups (versions s1–s7), a ring of two (three in s6): each issues its GEMMs
+// Ping-pong between the consumer warpgroups (every version), a ring of two (three in s6 and s11): each issues its GEMMs
 // of a turn only after the one before it has issued its own, consumer c waiting on its turn barrier and arriving on
 // c + 1's (the last consumer on 0's), 256 threads each: the waiting warpgroup and the arriving one. Consumer 0
 // goes first: the last consumer's first arrival, as if it had ended turn −1, starts it. All take `count` turns per

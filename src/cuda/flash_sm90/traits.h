@@ -97,12 +97,13 @@ struct Traits {
   // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O.
   // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536. s5's producer, which also takes and hands over the blocks, keeps
   // 56 and its consumers get 224 (56·128 + 224·256 = 64 512): at 24, 32 and 40 ptxas spilled the producer's walk
-  // to local memory.
+  // to local memory (measured while produce()'s tile loop was still unrolled: mainloop.cuh).
   // s6's three consumer warpgroups share what the producer leaves: 24·128 + 160·384 = 64 512 (FlashAttention-3's
-  // split with three). In persistent CTAs beside s5's 56-register producer they would get 152: ptxas then spilled
-  // 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2. s11 keeps them at 160 in
-  // persistent CTAs beside a producer of 32 (32·128 + 160·384 = 65 536, all of the SM's): its walk is written to
-  // fit there (kernel.cuh).
+  // consumer share with three). In persistent CTAs beside s5's 56-register producer they would get 152: ptxas then
+  // spilled 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2. s11 keeps them at 160
+  // in persistent CTAs beside a producer of 32 (32·128 + 160·384 = 65 536, all of the SM's; FlashAttention-3's split
+  // with three): it fits there because produce()'s tile loop is not unrolled (mainloop.cuh) and the epilogue's copy
+  // offsets are not hoisted into the main loop (epilogue.cuh, ptx::opaque).
   static constexpr int kProducerRegisters = !kDynamicWalk ? 24 : kConsumers == 3 ? 32 : 56;
   static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : kDynamicWalk ? 224 : 240;
   static_assert(kProducerRegisters * 128 + kConsumerRegisters * 128 * kConsumers <= 65536, "the SM's registers");
@@ -124,14 +125,15 @@ struct Traits {
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
-  // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent
-  // CTA's next Q can only land once this block's O store has read them; in s5 in a buffer of their own wherever
-  // it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free after
-  // the block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
+  // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent CTA's
+  // next Q can only land once this block's O store has read them; in s5, s7 and s11 in a buffer of their own wherever
+  // it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free after the
+  // block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
   static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
   static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the
-  // dynamic walk's two item slots' full and empty barriers (s5); then those two slots' items (4 bytes each).
+  // dynamic walk's two item slots' full and empty barriers (s5, s7, s11); then those two slots' items (4 bytes
+  // each).
   static constexpr int kBarriers = 2 + 4 * kStages + 4;
   static constexpr int kTailBytes = 8 * kBarriers + 16;
   // What an sm_90 block may opt in to: 227 KB of shared memory.
@@ -144,9 +146,9 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5 and s7 are built only where O fits apart (versions.h, version_built): their epilogue and Q release are tested
-  // that way.
-  static_assert(!kDynamicWalk || kOwnOBuffer, "s5 stages O in a buffer of its own");
+  // s5, s7 and s11 are built only where O fits apart (versions.h, version_built): their epilogue and Q release are
+  // tested that way.
+  static_assert(!kDynamicWalk || kOwnOBuffer, "the dynamic walk stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
   static_assert(kSmemAllocation <= kMaxSmemAllocation, "an sm_90 block may opt in to 227 KB of shared memory");
 };

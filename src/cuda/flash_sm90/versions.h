@@ -9,11 +9,8 @@ namespace attnlab::cuda::sm90 {
 // The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7 and 11 (s1 … s7,
 // s11); 0 was s0, retired, and 8, 9 and 10 experiments not kept (docs/perf-notes-flash-sm90.md), whose numbers are
 // not reused. s2 and later need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 12;  // one past the highest number
-constexpr int kFirstVersion = 1;
-constexpr bool version_exists(int version) {
-  return (version >= kFirstVersion && version <= 7) || version == 11;
-}
+constexpr int kVersions = 12;  // one past the highest number (launch.cpp's dispatch asserts it)
+constexpr bool version_exists(int version) { return (version >= 1 && version <= 7) || version == 11; }
 
 // Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
 // persistent versions keep a walk's state beside O: s3 is not at 256, where it spilled to local memory beside O's
