@@ -54,11 +54,7 @@ struct Pipeline {
   // The slot index is hidden from loop strength reduction, which would otherwise turn a barrier's address into a
   // running one with a negative immediate offset ([R + UR − 0x10] in the SASS): compute-sanitizer's racecheck does
   // not match such an arrive to its barrier (docs/perf-notes-flash-sm80.md, v6a; scripts/sass-check.sh flags it).
-  static __device__ int slot(std::uint32_t step) {
-    int s = int(step % kStages);
-    asm volatile("" : "+r"(s));
-    return s;
-  }
+  static __device__ int slot(std::uint32_t step) { return ptx::opaque(int(step % kStages)); }
   static __device__ std::uint32_t phase(std::uint32_t step) { return (step / kStages) & 1u; }
 
   // Producer side: wait for a free slot (a fresh slot passes at once, see ptx::wait), then announce its bytes.

@@ -151,9 +151,11 @@ __device__ __forceinline__ void fence_registers(std::uint32_t (&a)[kCount]) {
   for (int i = 0; i < kCount; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
-// A value the compiler cannot compute ahead of this point: keeps a cold path's per-thread arithmetic (the epilogue's
-// row copies) where it runs instead of hoisted to the kernel's start, where it would hold registers (or local
-// memory) through the main loop; in s11's 160-register consumers ptxas spilled such offsets.
+// A value the compiler cannot see through: it can neither compute it ahead of this point nor fold it into the
+// arithmetic around it. Keeps a cold path's per-thread arithmetic (the epilogue's row copies) where it runs instead
+// of hoisted to the kernel's start, where it would hold registers (or local memory) through the main loop (in s11's
+// 160-register consumers ptxas spilled such offsets), and a pipeline slot out of loop strength reduction
+// (pipeline.cuh, Pipeline::slot).
 __device__ __forceinline__ int opaque(int x) {
   asm volatile("" : "+r"(x));
   return x;
