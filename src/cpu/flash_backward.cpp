@@ -1,5 +1,6 @@
 // cpu-flash backward driver. Two phases, each parallel over independent tasks:
-//   1. D = rowsum(dO ∘ O) for every query row (B·N·T floats: the only buffer that grows, and only with T);
+//   1. D = rowsum(dO ∘ O) for every query row (B·N·T floats: the only buffer that grows, and only with T), in the
+//      kernels' arithmetic (flash_backward_kernel.h, backward_row_dots, says why);
 //   2. one task list holding both the dK/dV tasks (batch, KV head, block of Bc keys) and the dQ tasks (batch, query
 //      head, block of Br rows). Each gradient element has exactly one owner, so there are no atomics and no
 //      per-thread copies of dQ.
@@ -23,22 +24,11 @@ void run_backward(const Kernels& kernels, Context::Impl& ctx, const core::Proble
   // Everything is allocated before the first write.
   std::vector<float> d_sum(std::size_t(heads * d.T));
   const std::size_t scratch = std::max({QueryScratch(d).total, KeyScratch(d).total,
-                                        std::size_t(2 * round_up(d.Hv, kMaxLanes))});
+                                        std::size_t((2 * kMaxLanes + 1) * d.Hv)});  // backward_row_dots
   const Workspace ws(core::parallel_workers(std::max(tasks, heads), threads), scratch);
 
   core::parallel_for(ctx.pool, heads, threads, [&](std::int64_t bn, int worker) {
-    const std::int64_t b = bn / d.N, n = bn % d.N, q_len = p.q_len(b);
-    float* o = ws.worker(worker);
-    float* d_o = o + round_up(d.Hv, kMaxLanes);
-    for (std::int64_t i = 0; i < d.T; ++i) {
-      float sum = 0.0f;
-      if (i < q_len) {  // padded rows have P = 0: their D is never used
-        core::load_row(p.o.data, p.dtype, core::offset_of(p.o, b, i, n, 0), d.Hv, o);
-        core::load_row(p.d_o.data, p.dtype, core::offset_of(p.d_o, b, i, n, 0), d.Hv, d_o);
-        for (std::int64_t h = 0; h < d.Hv; ++h) sum += o[h] * d_o[h];
-      }
-      d_sum[std::size_t(bn * d.T + i)] = sum;
-    }
+    kernels.backward_row_dots(p, bn / d.N, bn % d.N, d_sum.data() + bn * d.T, ws.worker(worker));
   });
 
   core::parallel_for(ctx.pool, tasks, threads, [&](std::int64_t task, int worker) {

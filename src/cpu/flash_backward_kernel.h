@@ -10,6 +10,33 @@
 // Included only by flash_isa_*.cpp, after flash_tiles.h and flash_forward_kernel.h (see there).
 #pragma once
 
+// D_i = dO_i · O_i for the T rows of one (batch, query head), summed as the gemm sums each element of dP = dO·Vᵀ:
+// in order over the head dim, one vector multiply-add per step (fused where the gemm's are), a row in each lane. A
+// row that sees one key has O = V_j exactly, and then dP_ij − D_i is exactly 0, as it is mathematically; summed any
+// other way (a scalar loop, whose products the compiler vectorizes and rounds apart from the adds) the two differ
+// by a rounding residue, |dO|·|V|·ulp, that dK and dQ would add up over every such row.
+inline void backward_row_dots(const core::Problem& p, std::int64_t b, std::int64_t n, float* d_sum, float* ws) {
+  const core::Dims& d = p.dims;
+  const int hv = int(d.Hv);
+  float* o_t = ws;                  // [Hv][kLanes]: O of kLanes rows, transposed
+  float* d_o_t = o_t + hv * kLanes;  // dO likewise
+  float* tmp = d_o_t + hv * kLanes;  // one converted row
+  float sums[kLanes];
+  const std::int64_t q_len = p.q_len(b);
+  for (std::int64_t i0 = 0; i0 < d.T; i0 += kLanes) {
+    // Padded rows (past the query length) have P = 0: their D is never used, and is 0.
+    const int rows = int(std::clamp<std::int64_t>(q_len - i0, 0, kLanes));
+    vf sum{};
+    if (rows > 0) {
+      load_transposed(p.o, b, i0, n, rows, hv, kLanes, 1.0f, o_t, kLanes, tmp);
+      load_transposed(p.d_o, b, i0, n, rows, hv, kLanes, 1.0f, d_o_t, kLanes, tmp);
+      for (int h = 0; h < hv; ++h) sum += load(d_o_t + h * kLanes) * load(o_t + h * kLanes);
+    }
+    store(sums, sum);
+    for (std::int64_t r = 0; r < std::min<std::int64_t>(kLanes, d.T - i0); ++r) d_sum[i0 + r] = sums[r];
+  }
+}
+
 inline void backward_key_block(const core::Problem& p, const float* d_sum, const KeyBlock& blk, float* ws) {
   const core::Dims& d = p.dims;
   const KeyScratch at(d);

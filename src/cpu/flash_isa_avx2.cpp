@@ -17,7 +17,8 @@ inline constexpr int kGemmVecs = 2;
 #include "cpu/flash_tiles.h"
 #include "cpu/flash_forward_kernel.h"
 #include "cpu/flash_backward_kernel.h"
-constexpr Kernels kKernels{"avx2+fma", kLanes, &forward_block, &backward_key_block, &backward_query_block};
+constexpr Kernels kKernels{"avx2+fma", kLanes, &forward_block, &backward_row_dots, &backward_key_block,
+                            &backward_query_block};
 }  // namespace attnlab::cpu::flash::avx2
 
 #if defined(__clang__)

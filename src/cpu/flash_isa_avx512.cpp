@@ -17,7 +17,8 @@ inline constexpr int kGemmVecs = 4;
 #include "cpu/flash_tiles.h"
 #include "cpu/flash_forward_kernel.h"
 #include "cpu/flash_backward_kernel.h"
-constexpr Kernels kKernels{"avx512f", kLanes, &forward_block, &backward_key_block, &backward_query_block};
+constexpr Kernels kKernels{"avx512f", kLanes, &forward_block, &backward_row_dots, &backward_key_block,
+                            &backward_query_block};
 }  // namespace attnlab::cpu::flash::avx512
 
 #if defined(__clang__)

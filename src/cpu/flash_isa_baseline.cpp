@@ -10,9 +10,11 @@ inline constexpr int kGemmVecs = 2;
 #include "cpu/flash_forward_kernel.h"
 #include "cpu/flash_backward_kernel.h"
 #if defined(__x86_64__)
-constexpr Kernels kKernels{"sse2", kLanes, &forward_block, &backward_key_block, &backward_query_block};
+constexpr Kernels kKernels{"sse2", kLanes, &forward_block, &backward_row_dots, &backward_key_block,
+                            &backward_query_block};
 #else
-constexpr Kernels kKernels{"generic", kLanes, &forward_block, &backward_key_block, &backward_query_block};
+constexpr Kernels kKernels{"generic", kLanes, &forward_block, &backward_row_dots, &backward_key_block,
+                            &backward_query_block};
 #endif
 }  // namespace attnlab::cpu::flash::baseline
 

@@ -109,6 +109,8 @@ struct Kernels {
   int lanes;
   // O and LSE rows of one query block.
   void (*forward_block)(const core::Problem&, const QueryBlock&, float* scratch);
+  // D = rowsum(dO ∘ O) of one (batch, query head)'s T rows into d_sum (0 for rows past the query length).
+  void (*backward_row_dots)(const core::Problem&, std::int64_t b, std::int64_t n, float* d_sum, float* scratch);
   // dK and dV rows of one key block (summed over the query heads of its group); d_sum is D, (B, N, T) dense.
   void (*backward_key_block)(const core::Problem&, const float* d_sum, const KeyBlock&, float* scratch);
   // dQ rows of one query block.
