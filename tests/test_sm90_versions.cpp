@@ -24,15 +24,22 @@ TEST(Sm90Versions, HeadDim64ByLengthAndMask) {
   EXPECT_EQ(default_version(problem(64, 128, 128), false), 5);    // the codelab's shape: s7 0.75× s5 there
   EXPECT_EQ(default_version(problem(64, 511, 511), false), 5);
   EXPECT_EQ(default_version(problem(64, 512, 512), false), 7);    // 256-key tiles: 1.07–1.09× s5 at 512–2k
-  EXPECT_EQ(default_version(problem(64, 2048, 2048), false), 7);
-  EXPECT_EQ(default_version(problem(64, 4095, 8192), false), 7);  // the shorter length decides
-  EXPECT_EQ(default_version(problem(64, 4096, 4096), false), 6);  // three consumer warpgroups: 1.17× s5
-  EXPECT_EQ(default_version(problem(64, 16384, 16384), false), 6);
-  EXPECT_EQ(default_version(problem(64, 2048, 2048, true), false), 5);  // causal below 4k: s7 0.86–0.99× s5
-  EXPECT_EQ(default_version(problem(64, 4096, 4096, true), false), 7);  // causal 4k: s7 1.04× s5, s6 0.94×
-  EXPECT_EQ(default_version(problem(64, 8192, 8192, true), false), 6);
-  EXPECT_EQ(default_version(problem(64, 4096, 4096, false, 256), false), 5);  // windows: s7 not measured
+  EXPECT_EQ(default_version(problem(64, 2047, 2047), false), 7);
+  EXPECT_EQ(default_version(problem(64, 2048, 2048), false), 11);  // s11 1.02–1.04× s7 at 2k
+  EXPECT_EQ(default_version(problem(64, 2047, 8192), false), 7);   // the shorter length decides
+  EXPECT_EQ(default_version(problem(64, 4095, 4095), false), 11);
+  EXPECT_EQ(default_version(problem(64, 4096, 4096), false), 6);    // s6 from 4k: s11 0.96–1.02× it there
+  EXPECT_EQ(default_version(problem(64, 16383, 16383), false), 6);
+  EXPECT_EQ(default_version(problem(64, 16384, 16384), false), 11);  // 1.02–1.04× s6
+  EXPECT_EQ(default_version(problem(64, 2047, 2047, true), false), 5);  // causal below 2k: s5
+  EXPECT_EQ(default_version(problem(64, 2048, 2048, true), false), 11);
+  EXPECT_EQ(default_version(problem(64, 4096, 4096, true), false), 11);
+  EXPECT_EQ(default_version(problem(64, 8192, 8192, true), false), 6);    // causal 8k: s11 0.87× s6
+  EXPECT_EQ(default_version(problem(64, 16383, 16383, true), false), 6);
+  EXPECT_EQ(default_version(problem(64, 16384, 16384, true), false), 11);
+  EXPECT_EQ(default_version(problem(64, 4096, 4096, false, 256), false), 5);  // windows: s7, s11 not measured
   EXPECT_EQ(default_version(problem(64, 8192, 8192, false, 256), false), 6);
+  EXPECT_EQ(default_version(problem(64, 16384, 16384, true, 256), false), 6);
 }
 
 TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
@@ -46,7 +53,7 @@ TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
 
 TEST(Sm90Versions, EveryDefaultIsBuilt) {
   for (const std::int64_t head_dim : {64, 96, 128, 192, 256})
-    for (const std::int64_t length : {1, 128, 512, 4096, 8192})
+    for (const std::int64_t length : {1, 128, 512, 2048, 4096, 8192, 16384})
       for (const bool causal : {false, true})
         for (const bool packed : {false, true}) {
           const auto p = problem(head_dim, length, length, causal);

@@ -25,13 +25,16 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
   return true;
 }
 
-// The version a call runs unless Tuning::flash_config names another (tests and A/B runs): the fastest measured on
-// the H200 (docs/perf-notes-flash-sm90.md, versions table). At head dim 64 by the shorter of T and S: s6 (three
-// consumer warpgroups) from 4096 without a mask and from 8192 with one (1.09–1.18× s5); below that s7 (256-key
-// tiles) from 512 without a mask (1.07–1.09× s5) and from 4096 with a causal one (1.04×), s5 elsewhere (short
-// sequences, windows, and causal ones below 4096, where s7's 256-key tiles waste half a tile on the diagonal:
-// 0.86–0.99× s5). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2 at 192/192 and 256,
-// where s5 is not built.
+// The version a call runs unless Tuning::flash_config names another (tests and A/B runs): the fastest measured
+// (docs/perf-notes-flash-sm90.md, versions table; s1–s7 chosen on the H200, s11 against them on an H100 in three
+// runs, every version in the same run). At head dim 64 by the shorter of T and S: s6 (three consumer warpgroups, a
+// CTA per block) from 4096 without a mask and from 8192 with a causal one, up to 16383 (1.09–1.18× s5; s11 0.96–1.02×
+// it without a mask, 0.87× at 8k causal); s11 (three consumer warpgroups in persistent CTAs) from 2048 below
+// that band and from 16384 on (1.02–1.06× the s7, s5 and s6 those rows ran before it); below 2048 s7 (256-key
+// tiles) from 512 without a mask (1.07–1.09× s5), s5 elsewhere (short sequences, and causal ones, where s7's
+// 256-key tiles waste half a tile on the diagonal: 0.86–0.99× s5). With a window s6 from 8192 and s5 below (s7 and
+// s11 were not measured with windows). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2
+// at 192/192 and 256, where s5 is not built.
 // `packed` (a packed variable-length batch): s5 at 64 and 128, where it was measured, s2 elsewhere.
 inline int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
@@ -39,12 +42,12 @@ inline int default_version(const core::Problem& p, bool packed) {
   const bool h64 = d.Hqk == 64 && d.Hv == 64;
   if (packed) return h64 || (d.Hqk == 128 && d.Hv == 128) ? 5 : 2;
   if (!h64) return 5;
-  const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
-  const bool masked = p.mask.causal || window;
   const std::int64_t length = d.T < d.S ? d.T : d.S;
-  if (length >= (masked ? 8192 : 4096)) return 6;
-  if (!window && length >= (masked ? 4096 : 512)) return 7;  // windows were not measured on s7
-  return 5;
+  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return length >= 8192 ? 6 : 5;
+  if (length >= (p.mask.causal ? 8192 : 4096) && length < 16384) return 6;
+  if (length >= 2048) return 11;
+  if (p.mask.causal) return 5;
+  return length >= 512 ? 7 : 5;
 }
 
 }  // namespace attnlab::cuda::sm90
