@@ -257,14 +257,16 @@ TEST_P(BackwardFeatures, AllFeaturesTogether) {
 TEST_P(BackwardFeatures, OneVisibleKeyHasNoScoreGradient) {
   // A row that sees one key has P = 1 whatever its score, so dS = P∘(dP − D) = 0: with one key per row (S = 1, and
   // a batch whose kv length is 1) dQ and dK are exactly 0 and dV is Σ dO. That needs D = dO·O to cancel dP = dO·V
-  // exactly (O = V there); a D summed in another order leaves a residue of |dO|·|V|·ulp per row, which dK adds up
-  // over every query row of its group. The criterion alone does not pin this: its f32 reference cancels exactly,
-  // so its tolerance there is the 1e-5 floor, which such a residue passes on most draws and fails on some.
+  // exactly (O = V there); a D whose products are rounded apart from its adds (or summed in another order) leaves a
+  // residue of |dO|·|V|·ulp per row, which dK adds up over every query row of its group. Only f32 can show it: a
+  // product of two f16 or bf16 values is exact in f32. The criterion alone does not pin this: its f32 reference
+  // cancels exactly, so its tolerance there is the 1e-5 floor, which such a residue passes on most draws and fails
+  // on some.
   ATTNLAB_TEST_RNG(rng);
   for (std::int64_t S : {1, 9}) {
     Case c = base(150, S);
     c.N = 4, c.K = 1, c.Hqk = 80, c.Hv = 80;  // dK sums 4 heads × 150 rows
-    if (S > 1) c.kv_lens = {1, S};             // the first batch sees one key, the second all of them
+    if (S > 1) c.kv_lens = {1, int(S)};            // the first batch sees one key, the second all of them
     SCOPED_TRACE(c.str());
     Tensors t = make_inputs(c, rng);
     attnlab::Context ctx;

@@ -1,6 +1,6 @@
 // Which flash-sm90 kernel version a call runs by default and where each version is built
-// (src/cuda/flash_sm90/versions.h): the H200's measured winners per head dim, length and mask
-// (docs/perf-notes-flash-sm90.md, versions table). Host code: runs without a GPU.
+// (src/cuda/flash_sm90/versions.h): the measured winners per head dim, length and mask (docs/perf-notes-flash-sm90.md,
+// versions table). Host code: runs without a GPU.
 #include <gtest/gtest.h>
 
 #include "cuda/flash_sm90/versions.h"
@@ -34,12 +34,18 @@ TEST(Sm90Versions, HeadDim64ByLengthAndMask) {
   EXPECT_EQ(default_version(problem(64, 2047, 2047, true), false), 5);  // causal below 2k: s5
   EXPECT_EQ(default_version(problem(64, 2048, 2048, true), false), 11);
   EXPECT_EQ(default_version(problem(64, 4096, 4096, true), false), 11);
+  EXPECT_EQ(default_version(problem(64, 8191, 8191, true), false), 11);
+  EXPECT_EQ(default_version(problem(64, 8192, 3000, true), false), 11);  // S < T: the shorter length decides
   EXPECT_EQ(default_version(problem(64, 8192, 8192, true), false), 6);    // causal 8k: s11 0.87× s6
   EXPECT_EQ(default_version(problem(64, 16383, 16383, true), false), 6);
   EXPECT_EQ(default_version(problem(64, 16384, 16384, true), false), 11);
   EXPECT_EQ(default_version(problem(64, 4096, 4096, false, 256), false), 5);  // windows: s7, s11 not measured
+  EXPECT_EQ(default_version(problem(64, 8191, 8191, false, 256), false), 5);
   EXPECT_EQ(default_version(problem(64, 8192, 8192, false, 256), false), 6);
   EXPECT_EQ(default_version(problem(64, 16384, 16384, true, 256), false), 6);
+  auto right_only = problem(64, 4096, 4096);
+  right_only.mask.window_right = 0;  // a window on one side is a window
+  EXPECT_EQ(default_version(right_only, false), 5);
 }
 
 TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
