@@ -23,8 +23,7 @@ void run_backward(const Kernels& kernels, Context::Impl& ctx, const core::Proble
 
   // Everything is allocated before the first write.
   std::vector<float> d_sum(std::size_t(heads * d.T));
-  const std::size_t scratch = std::max({QueryScratch(d).total, KeyScratch(d).total,
-                                        std::size_t((2 * kMaxLanes + 1) * d.Hv)});  // backward_row_dots
+  const std::size_t scratch = std::max({QueryScratch(d).total, KeyScratch(d).total, RowDotsScratch(d).total});
   const Workspace ws(core::parallel_workers(std::max(tasks, heads), threads), scratch);
 
   core::parallel_for(ctx.pool, heads, threads, [&](std::int64_t bn, int worker) {

@@ -17,10 +17,11 @@
 // by a rounding residue, |dO|·|V|·ulp, that dK and dQ would add up over every such row.
 inline void backward_row_dots(const core::Problem& p, std::int64_t b, std::int64_t n, float* d_sum, float* ws) {
   const core::Dims& d = p.dims;
+  const RowDotsScratch at(d);
   const int hv = int(d.Hv);
-  float* o_t = ws;                  // [Hv][kLanes]: O of kLanes rows, transposed
-  float* d_o_t = o_t + hv * kLanes;  // dO likewise
-  float* tmp = d_o_t + hv * kLanes;  // one converted row
+  float* o_t = ws + at.o_t;  // [Hv][kLanes] of the layout's [Hv][kMaxLanes]
+  float* d_o_t = ws + at.d_o_t;
+  float* tmp = ws + at.tmp;
   float sums[kLanes];
   const std::int64_t q_len = p.q_len(b);
   for (std::int64_t i0 = 0; i0 < d.T; i0 += kLanes) {

@@ -103,6 +103,16 @@ struct KeyScratch : ScratchLayout {
   }
 };
 
+// Backward, before the tasks: D = rowsum(dO ∘ O), a row per vector lane (flash_backward_kernel.h, backward_row_dots).
+struct RowDotsScratch : ScratchLayout {
+  std::size_t o_t, d_o_t, tmp;
+  explicit RowDotsScratch(const core::Dims& d) {
+    o_t = take(d.Hv * kMaxLanes);    // O of one lane's worth of rows, transposed: [Hv][lanes]
+    d_o_t = take(d.Hv * kMaxLanes);  // dO likewise
+    tmp = take(d.Hv);                // one converted row
+  }
+};
+
 // The entry points compiled once per ISA. None of them allocates or throws.
 struct Kernels {
   const char* isa;
