@@ -7,14 +7,13 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck over a reduced set, bf16 on the default stream: 113×203 at
 #      every head dim and kernel version, 1023×1024 at head dim 128, s3's and s5's CTAs walking several blocks, and
 #      s2 with per-batch lengths (the V rows past a length zeroed in shared memory), s2 and s5 with query heads
-#      packed into one block, s6 (three consumer warpgroups), s7 (256-key tiles), s11 (s6 persistent) and s12 (s7
-#      with P in shared memory) at head dim 64;
+#      packed into one block, s6 (three consumer warpgroups), s7 (256-key tiles) and s11 (s6 persistent) at head
+#      dim 64;
 #      ATTNLAB_SM90_TESTS=0 skips step 1, ATTNLAB_SM90_SANITIZERS lists the tools of step 2 ("" skips it), so the
 #      two can run as separate calls;
 #   3. the docs/design.md §5 forward table for each kernel version (Tuning::flash_config through
-#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6 7 11 12"): attnlab
-#      bench (flash-sm90, and in the first version's process cudnn; s6, s7, s11 and s12 over the head-dim-64 rows
-#      alone),
+#      ATTNLAB_FLASH_CONFIG; ATTNLAB_SM90_VERSIONS lists them, default "1 2 3 4 5 6 7 11"): attnlab bench
+#      (flash-sm90, and in the first version's process cudnn; s6, s7 and s11 over the head-dim-64 rows alone),
 #      flash-sm80 in a process of its own (ATTNLAB_FLASH_CONFIG would force its tile configuration too) and
 #      bench/peers.py (torch-flash = FA2) on bench/workloads_fwd.json's rows (ATTNLAB_SM90_WORKLOADS names another
 #      file of bench/, e.g. workloads_fwd_h192.json) at the family's head dims (ATTNLAB_SM90_HEADS, default "64 128
@@ -98,9 +97,6 @@ if [[ "$table" != "--table-only" ]]; then
   # and s11's three consumer warpgroups in CTAs that walk several blocks
   filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h64_203x113_s11:*GpuFlashSm90.ManyBlocksPerCta/bf16_s11'
   filter+=':*GpuFlashSm90.SequenceLengths/bf16_s11:*GpuFlashSm90.PackedQueryHeads/bf16_s11'
-  # and s12's P tiles in shared memory (written by the warps, read by their P·V)
-  filter+=':*GpuFlashSm90Grid.MatchesReference/bf16_h64_203x113_s12:*GpuFlashSm90.SequenceLengths/bf16_s12'
-  filter+=':*GpuFlashSm90.ManyBlocksPerCta/bf16_s12:*GpuFlashSm90.PackedQueryHeads/bf16_s12'
   for tool in ${ATTNLAB_SM90_SANITIZERS-memcheck racecheck synccheck}; do
     log="$out/sanitizer-$tool.txt"
     timeout 150 compute-sanitizer --tool "$tool" --print-limit 16 "$dist/bin/test_gpu_flash" --gtest_brief=1 \
@@ -126,15 +122,15 @@ PY
   timeout 200 python3 "$dist/bench/peers.py" --workloads "$workloads" --peers torch-flash \
     --out "$out/fwd-peers.jsonl" > "$out/fwd-peers.txt" 2>&1 || status=1
   say "peers (${SECONDS}s)"
-  # s6, s7, s11 and s12 are built at head dim 64 alone (src/cuda/flash_sm90/versions.h, version_built): they run those
+  # s6, s7 and s11 are built at head dim 64 alone (src/cuda/flash_sm90/versions.h, version_built): they run those
   # rows.
   python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); s["workloads"] = [w for w in s["workloads"] if w["Hqk"] == 64 and w["Hv"] == 64]; json.dump(s, open(sys.argv[2], "w"))' \
     "$workloads" "$out/workloads-sm90-h64.json"
-  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5 6 7 11 12})
+  versions=(${ATTNLAB_SM90_VERSIONS:-1 2 3 4 5 6 7 11})
   for version in "${versions[@]}"; do
     paths="flash-sm90"; [[ $version == "${versions[0]}" ]] && paths="flash-sm90,cudnn"
     version_workloads="$workloads"
-    [[ $version == 6 || $version == 7 || $version == 11 || $version == 12 ]] && version_workloads="$out/workloads-sm90-h64.json"
+    [[ $version == 6 || $version == 7 || $version == 11 ]] && version_workloads="$out/workloads-sm90-h64.json"
     ATTNLAB_FLASH_CONFIG=$version timeout 300 "$dist/bin/attnlab" bench --workloads "$version_workloads" \
       --paths "$paths" --groups 5 --jsonl "$out/fwd-s$version.jsonl" > "$out/fwd-s$version.txt" 2>&1 || status=1
     if [[ $version == "${versions[0]}" ]]; then  # the sm_80 family at its own tile choice, beside the first version

@@ -87,15 +87,14 @@ void* nonblocking_stream() {
 struct Shape {
   std::int64_t T, S;
 };
-// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1 … 7 = s7, 11 = s11, 12 = s12),
-// head dim
+// dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1 … 7 = s7, 11 = s11), head dim
 using GridParam = std::tuple<DType, Shape, bool, int, Heads>;
 
 // A context that runs kernel version `version` of flash-sm90.
 attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[13];  // s1 … s7, s11 and s12 by index (0, 8, 9 and 10 unused)
-  if (!((version >= 1 && version <= 7) || version == 11 || version == 12))
-    throw std::out_of_range("flash-sm90 has versions s1 … s7, s11 and s12");
+  static attnlab::Context contexts[12];  // s1 … s7 and s11 by index (0, 8, 9 and 10 unused)
+  if (!((version >= 1 && version <= 7) || version == 11))
+    throw std::out_of_range("flash-sm90 has versions s1 … s7 and s11");
   attnlab::Tuning tuning = contexts[version].tuning();
   tuning.flash_config = version;
   contexts[version].set_tuning(tuning);
@@ -104,14 +103,14 @@ attnlab::Context& version_context(int version) {
 
 class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 
-// s3 is not built at head dim 256, s5 not at 192/192 and 256, s6, s7, s11 and s12 at head dim 64 alone
+// s3 is not built at head dim 256, s5 not at 192/192 and 256, s6, s7 and s11 at head dim 64 alone
 // (src/cuda/flash_sm90/versions.h, version_built): a call asking for them elsewhere must be refused by that rule,
 // before any launch. Returns whether the version runs at the case's head dims.
 bool runs_or_is_refused(const Case& c, int version) {
   const bool built = version == 3   ? c.Hqk != 256
                      : version == 5 ? c.Hqk != 256 && !(c.Hqk == 192 && c.Hv == 192)
-                     : version == 6 || version == 7 || version == 11 || version == 12 ? c.Hqk == 64 && c.Hv == 64
-                                                                                      : true;
+                     : version == 6 || version == 7 || version == 11 ? c.Hqk == 64 && c.Hv == 64
+                                                                     : true;
   if (built) return true;
   expect_forward_refused_on_device(c, "is not built at head dims " + std::to_string(c.Hqk) + "/" +
                                           std::to_string(c.Hv));
@@ -164,17 +163,17 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
                                                               Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 5, 6, 7, 11, 12),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 5, 6, 7, 11),
                                             ::testing::Values(Heads{64, 64}, Heads{96, 96}, Heads{192, 192},
                                                               Heads{192, 128}, Heads{256, 256})),
                          grid_name);
-// s6, s7, s11 and s12, built at head dim 64 alone: three consumer warpgroups (blocks of 192 rows; in s11 persistent
-// CTAs), 256-key tiles (a 4224-key sequence ends 128 keys into its last tile; s12 with P in shared memory), over the
-// odd shapes the grid above does not run.
+// s6, s7 and s11, built at head dim 64 alone: three consumer warpgroups (blocks of 192 rows; in s11 persistent
+// CTAs), 256-key tiles (a 4224-key sequence ends 128 keys into its last tile), over the odd shapes the grid above
+// does not run.
 INSTANTIATE_TEST_SUITE_P(HeadDim64Only, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 7}, Shape{203, 113}, Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(6, 7, 11, 12),
+                                            ::testing::Bool(), ::testing::Values(6, 7, 11),
                                             ::testing::Values(Heads{64, 64})),
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
@@ -189,9 +188,9 @@ class GpuFlashSm90 : public ::testing::TestWithParam<DtypeVersion> {
   void SetUp() override { ATTNLAB_REQUIRE_HOPPER(); }
   DType dtype() const { return std::get<0>(GetParam()); }
   int version() const { return std::get<1>(GetParam()); }
-  // The version's main head dims: 128, or 64 for s6, s7, s11 and s12 (built there alone).
+  // The version's main head dims: 128, or 64 for s6, s7 and s11 (built there alone).
   Case base_case() const {
-    const bool head_dim_64_only = version() == 6 || version() == 7 || version() == 11 || version() == 12;
+    const bool head_dim_64_only = version() == 6 || version() == 7 || version() == 11;
     return sm90_case(dtype(), head_dim_64_only ? Heads{64, 64} : Heads{128, 128});
   }
 };
@@ -486,7 +485,7 @@ TEST_P(GpuFlashSm90, AnyScale) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
-                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11, 12)),
+                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
@@ -595,7 +594,7 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   ATTNLAB_TEST_RNG(rng);
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  for (const int index : {0, 8, 9, 10, 12}) {  // s0 was retired, s8 … s10 not kept; 12 is past the list
+  for (const int index : {0, 8, 9, 10, 12, 13}) {  // s0 was retired, s8 … s10 and s12 not kept; 13 is past them
     tuning.flash_config = index;
     tuned.set_tuning(tuning);
     const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));

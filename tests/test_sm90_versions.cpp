@@ -71,15 +71,12 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
   EXPECT_TRUE(version_built(64, 64, 7));
   EXPECT_TRUE(version_built(64, 64, 11));  // s11: s6's three consumer warpgroups, at head dim 64 alone
   EXPECT_FALSE(version_built(128, 128, 11));
-  EXPECT_TRUE(version_built(64, 64, 12));  // s12: s7's 256-key tiles with P in shared memory, at head dim 64 alone
-  EXPECT_FALSE(version_built(128, 128, 12));
-  EXPECT_FALSE(version_built(96, 96, 12));
 }
 
 TEST(Sm90Versions, NumberedOnesExist) {
   using attnlab::cuda::sm90::version_exists;
-  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 12}) EXPECT_TRUE(version_exists(v)) << v;
-  for (const int v : {-1, 0, 8, 9, 10, 13}) EXPECT_FALSE(version_exists(v)) << v;  // s0 retired, s8 … s10 not kept
+  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11}) EXPECT_TRUE(version_exists(v)) << v;
+  for (const int v : {-1, 0, 8, 9, 10, 12}) EXPECT_FALSE(version_exists(v)) << v;  // s0 retired, s8 … s10, s12 not kept
 }
 
 }  // namespace

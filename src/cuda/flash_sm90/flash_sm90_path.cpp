@@ -63,14 +63,13 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 12 = s12; s0 was retired, s8, s9 and s10 not "
-                       "kept)",
+                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11; s0 was retired, s8, s9, s10 and s12 not kept)",
                        p.tuning->flash_config);
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",
                        v, v, d.Hqk, d.Hv,
                        v == 6 || v == 11 ? "its three consumer warpgroups are built at head dim 64 alone"
-                       : v == 7 || v == 12 ? "its 256-key tiles are built at head dim 64 alone"
+                       : v == 7          ? "its 256-key tiles are built at head dim 64 alone"
                                          : "it spilled registers there");
   return tensor_map_rule(p);
 }

@@ -3,10 +3,8 @@
 // Only the atoms are taken from CuTe — each is one inline-PTX instruction with its N/2 accumulator registers
 // spelled out — not its layout algebra: the operands are the raw shared-memory descriptors of ptx.cuh and the
 // accumulators plain float arrays in wgmma's register layout (softmax.cuh describes it).
-//   mma_ss:    D (64 × N) (+)= A (64 × 16, shared memory, K-major) · B (16 × N, shared memory, K-major)   Q·Kᵀ
-//   mma_rs:    D (64 × N) (+)= A (64 × 16, registers)              · B (16 × N, shared memory, MN-major)  P·V
-//   mma_ss_mn: D (64 × N) (+)= A (64 × 16, shared memory, K-major) · B (16 × N, shared memory, MN-major)  P·V, P
-//              staged in shared memory (s12: traits.h, kPInShared)
+//   mma_ss: D (64 × N) (+)= A (64 × 16, shared memory, K-major) · B (16 × N, shared memory, K-major)   Q·Kᵀ
+//   mma_rs: D (64 × N) (+)= A (64 × 16, registers)              · B (16 × N, shared memory, MN-major)  P·V
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,38 +22,26 @@ namespace attnlab::cuda::sm90::gmma {
 
 namespace GMMA = cute::SM90::GMMA;
 
-// Where the operands come from: Q·Kᵀ reads both from shared memory K-major; P·V reads V MN-major and P from the
-// registers, or (s12) from shared memory K-major.
-enum class Operands { kSharedK, kRegistersA, kSharedMnB };
-
-// The atom for (element type, N, operand sources).
-template <class Element, int kN, Operands kOperands>
+// The atom for (element type, N, operand sources). Q·Kᵀ reads both operands K-major; P·V reads V MN-major.
+template <class Element, int kN, bool kARegisters>
 struct Atom;
 
 #define ATTNLAB_SM90_GMMA_ATOMS(N)                                                                       \
   template <>                                                                                            \
-  struct Atom<__nv_bfloat16, N, Operands::kSharedK> {                                                    \
+  struct Atom<__nv_bfloat16, N, false> {                                                                 \
     using type = GMMA::MMA_64x##N##x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>;                   \
   };                                                                                                     \
   template <>                                                                                            \
-  struct Atom<__half, N, Operands::kSharedK> {                                                           \
+  struct Atom<__half, N, false> {                                                                        \
     using type = GMMA::MMA_64x##N##x16_F32F16F16_SS<GMMA::Major::K, GMMA::Major::K>;                     \
   };                                                                                                     \
   template <>                                                                                            \
-  struct Atom<__nv_bfloat16, N, Operands::kRegistersA> {                                                 \
+  struct Atom<__nv_bfloat16, N, true> {                                                                  \
     using type = GMMA::MMA_64x##N##x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::MN>;                  \
   };                                                                                                     \
   template <>                                                                                            \
-  struct Atom<__half, N, Operands::kRegistersA> {                                                        \
+  struct Atom<__half, N, true> {                                                                         \
     using type = GMMA::MMA_64x##N##x16_F32F16F16_RS<GMMA::Major::K, GMMA::Major::MN>;                    \
-  };                                                                                                     \
-  template <>                                                                                            \
-  struct Atom<__nv_bfloat16, N, Operands::kSharedMnB> {                                                  \
-    using type = GMMA::MMA_64x##N##x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::MN>;                  \
-  };                                                                                                     \
-  template <>                                                                                            \
-  struct Atom<__half, N, Operands::kSharedMnB> {                                                         \
-    using type = GMMA::MMA_64x##N##x16_F32F16F16_SS<GMMA::Major::K, GMMA::Major::MN>;                    \
   };
 // The N of every tile the traits choose (traits.h): key tiles of 64, 112, 128 and 176 keys, value head dims 64,
 // 96, 128, 192 and 256. 112 and 176 are CuTe's "extended" shapes (mma_sm90_gmma_ext.hpp, included directly above).
@@ -83,20 +69,16 @@ __device__ __forceinline__ void rs(float (&d)[kN / 2], const std::uint32_t (&a)[
 template <class Element, int kN>
 __device__ __forceinline__ void mma_ss(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b,
                                        bool accumulate) {
-  ss<typename Atom<Element, kN, Operands::kSharedK>::type, kN>(
-      d, desc_a, desc_b, accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<kN / 2>{});
-}
-template <class Element, int kN>
-__device__ __forceinline__ void mma_ss_mn(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b,
-                                          bool accumulate) {
-  ss<typename Atom<Element, kN, Operands::kSharedMnB>::type, kN>(
-      d, desc_a, desc_b, accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<kN / 2>{});
+  ss<typename Atom<Element, kN, false>::type, kN>(d, desc_a, desc_b,
+                                                  accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero,
+                                                  std::make_index_sequence<kN / 2>{});
 }
 template <class Element, int kN>
 __device__ __forceinline__ void mma_rs(float (&d)[kN / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b,
                                        bool accumulate) {
-  rs<typename Atom<Element, kN, Operands::kRegistersA>::type, kN>(
-      d, a, desc_b, accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero, std::make_index_sequence<kN / 2>{});
+  rs<typename Atom<Element, kN, true>::type, kN>(d, a, desc_b,
+                                                 accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero,
+                                                 std::make_index_sequence<kN / 2>{});
 }
 
 }  // namespace attnlab::cuda::sm90::gmma

@@ -32,8 +32,7 @@ void launch_where_built(const KernelParams& params, int device, cudaStream_t str
 
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 13);
-  if (version == 12) return launch_where_built<Element, kHeadQK, kHeadV, 12>(params, device, stream);
+  static_assert(kVersions == 12);
   if (version == 11) return launch_where_built<Element, kHeadQK, kHeadV, 11>(params, device, stream);
   if (version == 7) return launch_where_built<Element, kHeadQK, kHeadV, 7>(params, device, stream);
   if (version == 6) return launch_where_built<Element, kHeadQK, kHeadV, 6>(params, device, stream);

@@ -1,8 +1,7 @@
 // The main loop, in its two roles. The producer (one thread of warpgroup 0) issues every TMA load of the block:
 // Q once, then K and V of each key tile into the next free slot. Each consumer warpgroup computes S = Q·Kᵀ for its
 // 64 query rows with wgmma from shared memory, runs the online softmax in registers, and accumulates O += P·V with P
-// as the register operand (in s12 from its own shared-memory tile). Tiles inside every row's visible range skip the
-// per-element mask (mask_scores below).
+// as the register operand. Tiles inside every row's visible range skip the per-element mask (mask_tile below).
 #pragma once
 
 #include <cstdint>
@@ -74,58 +73,33 @@ template <class Traits>
 struct ConsumerMma {
   using Element = typename Traits::Element;
   std::uint32_t q_base;  // this warpgroup's first Q row
-  std::uint32_t p_tile;  // s12: this warpgroup's P tile (traits.h, kPInShared)
 
   static constexpr int kRowBytes = Traits::kRowBytes;
   static constexpr int kStepsPerRow = kRowBytes / 32;  // 16-element K steps in one swizzled row
   static constexpr std::uint32_t kGroupBytes = 8 * kRowBytes;  // one 8-row swizzle pattern
 
-  // Each GEMM builds its operands' descriptors once and advances them by constant offsets (ptx::advance_descriptor).
   __device__ void issue_qk(float (&s)[Traits::kSRegs], std::uint32_t k_tile) const {
     ptx::wgmma_fence();
-    const std::uint64_t q = ptx::make_descriptor<kRowBytes>(q_base, 16, kGroupBytes);
-    const std::uint64_t kd = ptx::make_descriptor<kRowBytes>(k_tile, 16, kGroupBytes);
 #pragma unroll
     for (int k = 0; k < Traits::kHeadQK / 16; ++k) {
       const int slice = k / kStepsPerRow, within = 32 * (k % kStepsPerRow);
-      gmma::mma_ss<Element, Traits::kBlockN>(s, ptx::advance_descriptor(q, slice * Traits::kQSliceBytes + within),
-                                             ptx::advance_descriptor(kd, slice * Traits::kKVSliceBytes + within),
-                                             k > 0);
+      gmma::mma_ss<Element, Traits::kBlockN>(
+          s, ptx::make_descriptor<kRowBytes>(q_base + slice * Traits::kQSliceBytes + within, 16, kGroupBytes),
+          ptx::make_descriptor<kRowBytes>(k_tile + slice * Traits::kKVSliceBytes + within, 16, kGroupBytes), k > 0);
     }
     ptx::wgmma_commit();
   }
-  // The softmax's probabilities as P·V's A operand: packed into `a`, or (s12) written to this warpgroup's P tile.
-  // Each warp's share of a wgmma reads only its own 16 rows of A, the rows the warp wrote itself, so its writes need
-  // only reach the async proxy before the warp issues P·V (and the warp's wait for the previous P·V, before the
-  // writes, is all that orders them after that P·V's reads).
-  __device__ void take_probabilities(const float (&s)[Traits::kSRegs], std::uint32_t (&a)[Traits::kPRegs], int warp,
-                                     int lane) const {
-    if constexpr (Traits::kPInShared) {
-      probabilities_to_shared<Element, Traits::kPSliceBytes>(s, p_tile, warp, lane);
-      ptx::fence_proxy_async();
-      __syncwarp();
-    } else {
-      probabilities_to_operand<Element>(s, a);
-    }
-  }
   __device__ void issue_pv(float (&o)[Traits::kORegs], std::uint32_t (&a)[Traits::kPRegs],
                            std::uint32_t v_tile) const {
-    if constexpr (!Traits::kPInShared) ptx::fence_registers(a);
+    ptx::fence_registers(a);
     ptx::fence_registers(o);
     ptx::wgmma_fence();
-    const std::uint64_t p = ptx::make_descriptor<kRowBytes>(p_tile, 16, kGroupBytes);  // s12
-    const std::uint64_t v0 = ptx::make_descriptor<kRowBytes>(v_tile, Traits::kKVSliceBytes, kGroupBytes);
 #pragma unroll
     for (int k = 0; k < Traits::kBlockN / 16; ++k) {
-      const std::uint64_t v = ptx::advance_descriptor(v0, 2 * kGroupBytes * k);
-      if constexpr (Traits::kPInShared) {
-        const int slice = k / kStepsPerRow, within = 32 * (k % kStepsPerRow);
-        gmma::mma_ss_mn<Element, Traits::kHeadV>(
-            o, ptx::advance_descriptor(p, slice * Traits::kPSliceBytes + within), v, true);
-      } else {
-        const std::uint32_t (&ak)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&a[4 * k]);
-        gmma::mma_rs<Element, Traits::kHeadV>(o, ak, v, true);
-      }
+      const std::uint32_t (&ak)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&a[4 * k]);
+      gmma::mma_rs<Element, Traits::kHeadV>(
+          o, ak, ptx::make_descriptor<kRowBytes>(v_tile + 2 * kGroupBytes * k, Traits::kKVSliceBytes, kGroupBytes),
+          true);
     }
     ptx::wgmma_commit();
   }
@@ -159,7 +133,6 @@ __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uin
     }
   }
   c.mma.q_base = smem + Traits::kQOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
-  c.mma.p_tile = smem + Traits::kPOffset + consumer * Traits::kPBytesPerConsumer;
   c.scale_log2 = p.scale * 1.4426950408889634f;
   c.scale_over_cap = p.softcap > 0.0f ? p.scale / p.softcap : 0.0f;
   c.cap_log2 = p.softcap * 1.4426950408889634f;
@@ -252,7 +225,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     float correction[2];  // O is still 0: nothing to rescale
     scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
   }
-  c.mma.take_probabilities(s, a, warp, lane);
+  probabilities_to_operand<Element>(s, a);
 
   for (int step = 1; step < tiles; ++step) {
     const std::uint32_t now = s0 + std::uint32_t(step), before = now - 1u;
@@ -288,7 +261,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
       pipe.release_v(before, lane);
     }
     OnlineSoftmax::rescale(o, correction);
-    c.mma.take_probabilities(s, a, warp, lane);
+    probabilities_to_operand<Element>(s, a);
   }
 
   const std::uint32_t last = s0 + std::uint32_t(tiles - 1);

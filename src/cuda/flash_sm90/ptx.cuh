@@ -59,16 +59,6 @@ __device__ __forceinline__ std::uint32_t load_shared(std::uint32_t addr) {
   return value;
 }
 
-// Four 8 × 8 matrices of 16-bit elements from the warp's registers to shared memory (stmatrix .x4): register i of
-// every lane holds two elements of matrix i (row lane / 4, columns 2·(lane % 4) and + 1: mma's accumulator layout),
-// and lane 8i + r gives the 16-byte aligned address of matrix i's row r.
-__device__ __forceinline__ void store_matrix_x4(std::uint32_t row_addr, std::uint32_t r0, std::uint32_t r1,
-                                                std::uint32_t r2, std::uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(row_addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
-
 // 16 zero bytes at a 16-byte aligned shared address.
 __device__ __forceinline__ void store_zero_16(std::uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0u) : "memory");
@@ -139,14 +129,6 @@ __device__ __forceinline__ std::uint64_t make_descriptor(std::uint32_t smem, std
   d |= std::uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
   d |= layout_type << 62;
   return d;
-}
-
-// The same descriptor `bytes` further on: only the start address field (bits 0–13, 16-byte units) moves, and it
-// cannot carry into the next field (shared addresses stay below 2^18 bytes). Adding to the low word alone lets the
-// compiler keep the rest of a descriptor built once, instead of rebuilding it (shift, mask, or) for every MMA.
-__device__ __forceinline__ std::uint64_t advance_descriptor(std::uint64_t d, std::uint32_t bytes) {
-  const std::uint32_t low = std::uint32_t(d) + (bytes >> 4), high = std::uint32_t(d >> 32);
-  return (std::uint64_t(high) << 32) | low;
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

@@ -168,27 +168,4 @@ __device__ __forceinline__ void probabilities_to_operand(const float (&p)[kRegs]
   for (int i = 0; i < kRegs / 2; ++i) a[i] = ptx::pack2<Element>(p[2 * i], p[2 * i + 1]);
 }
 
-// P into its shared-memory tile instead (s12: traits.h, kPInShared), as P·V's A operand: 64 rows × 2·kRegs keys,
-// K-major in the 128-byte swizzle (rows of 64 keys, column slices kSliceBytes apart, as TMA lays out Q), warp w of
-// the warpgroup writing its rows 16w … 16w + 15. Key step k (16 keys) is the register operand's four registers
-// 4k … 4k + 3 above, which are exactly stmatrix's four 8 × 8 matrices in its order: (rows 0–7, keys 0–7), (rows
-// 8–15, keys 0–7), (rows 0–7, keys 8–15), (rows 8–15, keys 8–15). Lane 8i + r gives matrix i's row r: row
-// 16w + r + 8·(i % 2) of the tile, whose 16-byte chunk 2·(k % 4) + i / 2 the swizzle moves to that index XOR the row
-// mod 8, which is r.
-template <class Element, int kSliceBytes, int kRegs>
-__device__ __forceinline__ void probabilities_to_shared(const float (&p)[kRegs], std::uint32_t p_tile, int warp,
-                                                        int lane) {
-  constexpr int kRowBytes = 128, kStepsPerRow = 4;  // 64 keys of 2 bytes; 16-key steps in a row
-  const int matrix = lane >> 3, r = lane & 7;
-  const std::uint32_t row = p_tile + std::uint32_t(16 * warp + r + 8 * (matrix & 1)) * kRowBytes;
-#pragma unroll
-  for (int k = 0; k < kRegs / 8; ++k) {
-    const int chunk = (2 * (k % kStepsPerRow) + (matrix >> 1)) ^ r;
-    ptx::store_matrix_x4(row + (k / kStepsPerRow) * kSliceBytes + std::uint32_t(chunk) * 16,
-                         ptx::pack2<Element>(p[8 * k], p[8 * k + 1]), ptx::pack2<Element>(p[8 * k + 2], p[8 * k + 3]),
-                         ptx::pack2<Element>(p[8 * k + 4], p[8 * k + 5]),
-                         ptx::pack2<Element>(p[8 * k + 6], p[8 * k + 7]));
-  }
-}
-
 }  // namespace attnlab::cuda::sm90

@@ -21,21 +21,18 @@ constexpr int swizzle_row_bytes(int head_qk) { return head_qk == 96 ? 64 : 128; 
 //   in version s7 (built at head dim 64 alone), 256 keys, cuDNN's tile there: twice the MMA work per softmax step
 //     of a 128-key tile, and no partly empty last tile at the power-of-two lengths 192 keys lost at
 //     (docs/perf-notes-flash-sm90.md). S, P and O take 128 + 64 + 32 registers, so s7 lets each P·V finish before
-//     the next Q·Kᵀ is issued (Traits::kPvBeforeQk) and S and P are never live together;
-//   in version s12 (s7's tile with P in shared memory), 256 keys as well.
+//     the next Q·Kᵀ is issued (Traits::kPvBeforeQk) and S and P are never live together.
 // Plain C++: the host side sizes the TMA boxes with it.
 constexpr int key_tile_rows(int head_qk, int version) {
   if (head_qk == 256) return 64;
   if (head_qk == 192) return 112;
-  if (version == 7 || version == 12) return 256;
+  if (version == 7) return 256;
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11 and s12.
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7 and s11.
 // Plain C++: the host side places the counter in the call's scratch for it.
-constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 11 || version == 12;
-}
+constexpr bool walks_dynamically(int version) { return version == 5 || version == 7 || version == 11; }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
 constexpr int kConsumerRows = 64;
@@ -58,17 +55,14 @@ constexpr int compiled_version(int head_dim, int version) {
 // 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits),
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
-// blocks from s5's counter), 12 = s12 (s7's 256-key tiles with P staged in shared memory, so that P·V(j) and
-// Q·Kᵀ(j + 1) run together again); docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8, s9 and
-// s10 were experiments not kept, their numbers not reused).
+// blocks from s5's counter); docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8, s9, s10 and
+// s12 were experiments not kept, their numbers not reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 || kVersion == 12,
-                "kernel versions s1 … s7, s11 and s12");
-  static_assert((kVersion != 7 && kVersion != 12) || (kHeadQKDim == 64 && kHeadVDim == 64),
-                "s7 and s12 are built at head dim 64 alone");
+  static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11, "kernel versions s1 … s7 and s11");
+  static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
   // s5, s7, s11: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one
   // at a time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
@@ -77,11 +71,6 @@ struct Traits {
   // running together, so that the 256-key S and the P of the tile before never need registers at once (128 + 64
   // beside O's 32 would not fit in 224). The softmax still runs under the other warpgroup's GEMMs (ping-pong).
   static constexpr bool kPvBeforeQk = kVersion == 7;
-  // s12: P leaves the registers for shared memory (its own 64 × kBlockN tile per consumer warpgroup, K-major in the
-  // 128-byte swizzle, as Q is) and P·V reads both operands from there, as cuDNN's kernel at this tile does. With P
-  // out of the registers, S (128) and O (32) fit in 224 beside each other, so P·V(j) and Q·Kᵀ(j + 1) are issued
-  // together again (FlashAttention-3's intra-warpgroup overlap, which s7 gave up).
-  static constexpr bool kPInShared = kVersion == 12;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -137,17 +126,13 @@ struct Traits {
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
   // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent CTA's
-  // next Q can only land once this block's O store has read them; in s5, s7, s11 and s12 in a buffer of their own
-  // wherever it fits beside Q, the K/V slots and P (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free
-  // after the block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
+  // next Q can only land once this block's O store has read them; in s5, s7 and s11 in a buffer of their own wherever
+  // it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free after the
+  // block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
   static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
-  // P's tiles (s12): per consumer warpgroup 64 rows × kBlockN keys, in column slices of kSliceCols keys.
-  static constexpr int kPSliceBytes = kRowsPerConsumer * kRowBytes;
-  static constexpr int kPBytesPerConsumer = kPInShared ? kPSliceBytes * (kBlockN / kSliceCols) : 0;
-  static constexpr int kPOffset = kVOffset + kStages * kVBytes;
-  static constexpr int kFixedBytes = kPOffset + kConsumers * kPBytesPerConsumer;
+  static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the
-  // dynamic walk's two item slots' full and empty barriers (s5, s7, s11, s12); then those two slots' items (4 bytes
+  // dynamic walk's two item slots' full and empty barriers (s5, s7, s11); then those two slots' items (4 bytes
   // each).
   static constexpr int kBarriers = 2 + 4 * kStages + 4;
   static constexpr int kTailBytes = 8 * kBarriers + 16;
@@ -161,13 +146,10 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5, s7, s11 and s12 are built only where O fits apart (versions.h, version_built): their epilogue and Q release
-  // are tested that way.
+  // s5, s7 and s11 are built only where O fits apart (versions.h, version_built): their epilogue and Q release are
+  // tested that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "the dynamic walk stages O in a buffer of its own");
-  static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0 && kPSliceBytes % 1024 == 0,
-                "every tile stays 1024-byte aligned");
-  static_assert(!kPInShared || (kRowBytes == 128 && kBlockN % kSliceCols == 0), "P in whole 128-byte slices");
-  static_assert(!kPInShared || kOwnOBuffer, "s12 stages O apart, as s7 does");
+  static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
   static_assert(kSmemAllocation <= kMaxSmemAllocation, "an sm_90 block may opt in to 227 KB of shared memory");
 };
 
