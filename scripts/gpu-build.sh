@@ -31,7 +31,7 @@ soname="$(objdump -p "$lib_file" | awk '$1 == "SONAME" { print $2 }')"
 cp "$lib_file" "$dist/lib/"
 ln -s "$(basename "$lib_file")" "$dist/lib/$soname"
 ln -s "$soname" "$dist/lib/libattnlab.so"
-cp "$build/lab/attnlab" "$build/lab/launch_floor" "$build/lab/cudnn_direct" "$dist/bin/"
+cp "$build/lab/attnlab" "$build/lab/launch_floor" "$build/lab/clock_probe" "$build/lab/cudnn_direct" "$dist/bin/"
 cp "$build/tests/test_gpu" "$build/tests/test_gpu_flash" "$build/tests/test_gpu_embed" \
   "$build/tests/test_gpu_fp8" "$build/tests/test_gpu_fp8_recipe" "$build/tests/gpu_teardown" \
   "$build/tests/split_kv_phases" "$dist/bin/"
