@@ -28,13 +28,14 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
 // The version a call runs unless Tuning::flash_config names another (tests and A/B runs): the fastest measured
 // (docs/perf-notes-flash-sm90.md, versions table; s1–s7 chosen on the H200, s11 against them on an H100 in three
 // runs, every version in the same run). At head dim 64 by the shorter of T and S: s6 (three consumer warpgroups, a
-// CTA per block) from 4096 without a mask and from 8192 with a causal one, up to 16383 (1.09–1.18× s5; s11 0.96–1.02×
-// it without a mask, 0.87× at 8k causal); s11 (three consumer warpgroups in persistent CTAs) from 2048 below
-// that band and from 16384 on (1.02–1.05× the s7, s5 and s6 those rows ran before it); below 2048 s7 (256-key
-// tiles) from 512 without a mask (1.07–1.09× s5), s5 elsewhere (short sequences, and causal ones, where s7's
-// 256-key tiles waste half a tile on the diagonal: 0.86–0.99× s5). With a window s6 from 8192 and s5 below (s7 and
-// s11 were not measured with windows). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2
-// at 192/192 and 256, where s5 is not built.
+// CTA per block) from 4096 without a mask and from 8192 with a causal one, up to 16383 (1.09–1.18× s5; s11
+// 0.96–1.02× it without a mask; at 8k causal 0.87× in five-group bench runs, within 1–2 % over 50 groups or 1000
+// calls: docs/perf-notes-flash-sm90.md, "Head dim 64 at 8k causal"); s11 (three consumer warpgroups in persistent
+// CTAs) from 2048 below that band and from 16384 on (1.02–1.05× the s7, s5 and s6 those rows ran before it); below
+// 2048 s7 (256-key tiles) from 512 without a mask (1.07–1.09× s5), s5 elsewhere (short sequences, and causal ones,
+// where s7's 256-key tiles waste half a tile on the diagonal: 0.86–0.99× s5). With a window s6 from 8192 and s5
+// below (s7 and s11 were not measured with windows). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at
+// 192/128); s2 at 192/192 and 256, where s5 is not built.
 // `packed` (a packed variable-length batch): s5 at 64 and 128, where it was measured, s2 elsewhere.
 inline int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
