@@ -8,7 +8,7 @@
 // time depends on what runs between its calls shows it.
 //   clock_probe B T N H causal(0|1) path calls [gap_ms] [group]
 // Inputs are drawn from N(0, 1) once, as `attnlab bench` draws them (the power a kernel draws depends on the data).
-// gap_ms > 0 sleeps between calls (the device drained first), for the isolated rate. Tuning comes from the
+// gap_ms > 0 sleeps between groups (the device drained first), for the isolated rate. Tuning comes from the
 // environment as for any context (ATTNLAB_FLASH_CONFIG picks a flash-sm90 version). Prints one JSON line per group
 // ({"call": its first call, "ms" per call, "mhz", "mcycles" per call}) and a last one with the medians over the
 // second half of the groups.
@@ -64,7 +64,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 8) {
-    std::fprintf(stderr, "usage: clock_probe B T N H causal(0|1) path calls [gap_ms]\n");
+    std::fprintf(stderr, "usage: clock_probe B T N H causal(0|1) path calls [gap_ms] [group]\n");
     return 2;
   }
   const std::int64_t B = std::atoll(argv[1]), T = std::atoll(argv[2]), N = std::atoll(argv[3]),
