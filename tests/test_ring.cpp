@@ -95,8 +95,9 @@ TEST(RingRows, PartitionTheSequence) {
 using Grid = std::tuple<int, RingLayout, bool>;
 class RingCpu : public ::testing::TestWithParam<Grid> {};
 
-void run_case(const RingCase& c) {
-  ATTNLAB_TEST_RNG(rng);
+// `rng` is the test's one generator: its cases draw from it in turn, so the seed a failure prints replays every case
+// of the test (a generator per case would hand ATTNLAB_TEST_SEED's seed to the test's first case, not the failing one).
+void run_case(const RingCase& c, Rng& rng) {
   auto comm = attnlab::loopback_communicator(c.ranks);
   std::vector<std::unique_ptr<attnlab::Context>> owned;
   std::vector<attnlab::Context*> contexts;
@@ -110,14 +111,15 @@ void run_case(const RingCase& c) {
 }
 
 TEST_P(RingCpu, MatchesTheWholeSequence) {
+  ATTNLAB_TEST_RNG(rng);
   RingCase c;
   std::tie(c.ranks, c.layout, c.causal) = GetParam();
   for (std::int64_t chunk : {1, 7}) {  // T = 2R (one token a chunk) and an odd chunk
     c.T = 2 * c.ranks * chunk;
     c.path = "cpu-naive", c.dtype = DType::f32, c.B = 1, c.N = 2, c.K = 2;
-    run_case(c);
+    run_case(c, rng);
     c.path = "cpu-flash", c.dtype = DType::bf16, c.N = 4, c.K = 2, c.B = 2;  // GQA
-    run_case(c);
+    run_case(c, rng);
   }
 }
 
@@ -134,22 +136,24 @@ INSTANTIATE_TEST_SUITE_P(Grid, RingCpu,
 // One token a chunk: every block of a step holds one key per chunk, so most gradients are sums of a few rounded
 // block gradients (the case the criterion's ring floor is for: ring_case.cpp, ring_grads_given).
 TEST(RingCpuFeatures, OneTokenChunksF16Mqa) {
+  ATTNLAB_TEST_RNG(rng);
   RingCase c;
   c.ranks = 3, c.layout = RingLayout::zigzag, c.causal = true, c.T = 6;
   c.N = 8, c.K = 1, c.Hqk = 64, c.Hv = 64, c.path = "cpu-flash", c.dtype = DType::f16;
-  for (int i = 0; i < 5; ++i) run_case(c);
+  for (int i = 0; i < 5; ++i) run_case(c, rng);
 }
 
 TEST(RingCpuFeatures, MqaSplitHeadDimsSoftcapF16) {
+  ATTNLAB_TEST_RNG(rng);
   RingCase c;
   c.ranks = 3, c.layout = RingLayout::zigzag, c.causal = true, c.T = 6 * 5;
   c.N = 4, c.K = 1, c.Hqk = 32, c.Hv = 16, c.path = "cpu-flash", c.dtype = DType::f16, c.softcap = 5.0f;
-  run_case(c);
+  run_case(c, rng);
   c.layout = RingLayout::contiguous, c.causal = false, c.path = "auto", c.dtype = DType::f32;
-  run_case(c);
+  run_case(c, rng);
   c.ranks = 3, c.causal = true, c.T = 3 * 37, c.N = 2, c.K = 1, c.Hqk = 6, c.Hv = 8, c.path = "cpu-naive";
   c.dtype = DType::f16;  // odd slices, head dims apart and no multiple of 4 (test_gpu_ring.cpp's on cuda-naive)
-  run_case(c);
+  run_case(c, rng);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
