@@ -3,7 +3,8 @@
 # scripts/gpu-build.sh (there it is serving-check.sh). Each step is bounded in time and leaves its files as it goes:
 #   1. the serving GPU tests (test_gpu: GpuVarlenForward*, GpuAppendKV*): the split-KV kernel, the sm_90a kernel
 #      and cuDNN's ragged / paged SDPA against the fp64 reference, append_kv against the CPU append;
-#   2. compute-sanitizer memcheck over a reduced set (device lengths out of range, a caller workspace, append_kv)
+#   2. compute-sanitizer memcheck over a reduced set (device lengths out of range, a caller workspace, the combine
+#      at every count of splits, append_kv)
 #      and racecheck over one split decode (the stages reused as the merge buffer);
 #   3. `attnlab decode` over the decode grid (batch 1 and 64, contexts 1k … 128k, GQA 32/8, contiguous and paged
 #      with 64-key pages; MHA and MQA at 32k) on paths auto and cudnn, and bench/decode_peers.py (torch SDPA's
@@ -48,7 +49,7 @@ fi
 if [[ "$steps" == *" 2 "* ]]; then
   sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
   bounded 240 "$sanitizer" --tool memcheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \
-    --gtest_filter='GpuVarlenForward*.DeviceLengthsOutOfRangeStayInBounds:GpuVarlenForward*.CallerWorkspace:GpuAppendKV*:GpuVarlenForwardSm90.PartialBlocksBetweenSequences' \
+    --gtest_filter='GpuVarlenForward*.DeviceLengthsOutOfRangeStayInBounds:GpuVarlenForward*.CallerWorkspace:GpuVarlenForward.CombineTakesEveryCount:GpuAppendKV*:GpuVarlenForwardSm90.PartialBlocksBetweenSequences' \
     > "$out/memcheck.txt" 2>&1 || status=1
   say "memcheck: $(grep -hE 'ERROR SUMMARY' "$out/memcheck.txt" | tail -1) (${SECONDS}s)"
   bounded 240 "$sanitizer" --tool racecheck --error-exitcode 3 "$dist/bin/test_gpu" --gtest_brief=1 \

@@ -443,6 +443,32 @@ TEST(GpuVarlenForward, SplitsMergeInClusters) {
 #endif
 }
 
+// The combine kernel over every count of splits it can meet: it takes them in groups of 32, so counts around a
+// group's edges (31, 32, 33), a last group partly full (97) and the plan's cap (128), with sinks, at head dims 64
+// and 128, the default and a non-blocking stream, poisoned outputs. The cluster merge is off, so every count runs
+// the combine.
+TEST(GpuVarlenForward, CombineTakesEveryCount) {
+  ATTNLAB_REQUIRE_GPU();
+#if ATTNLAB_WITH_CUDA
+  const GpuVarlenCase c{"decode 9000 and 4100 keys sinks", {1, 1}, {9000, 4100}, 8, 2, 0, 0, true, 0.0f};
+  int run = 0;
+  for (const std::int64_t head_dim : {64, 128})
+    for (const int forced : {2, 31, 32, 33, 97, 128}) {
+      const bool other_stream = run++ % 2 == 1;
+      SCOPED_TRACE(std::to_string(forced) + " splits, head dim " + std::to_string(head_dim) +
+                   (other_stream ? ", non-blocking stream" : ""));
+      Rng rng(9200 + std::uint64_t(run));
+      Batch b = batch_of(c, head_dim, DType::bf16, rng);
+      attnlab::Tuning tuning = attnlab::Tuning::from_environment();
+      tuning.split_kv_cluster_merge = 0;
+      tuning.split_kv_splits = forced;
+      const attnlab::Options o = options_of(c, "flash-sm80");
+      EXPECT_EQ(run_on_gpu(b, o, other_stream, std::nullopt, &tuning).path, "flash-sm80");
+      check_outputs(b, o);
+    }
+#endif
+}
+
 // Device lengths are the caller's to keep in range; out of range they must not make the kernel read or write
 // outside the tensors (memcheck runs this): lengths past the cache, a block-table entry outside it, offsets past
 // the packed rows. Rows outside every sequence stay untouched.

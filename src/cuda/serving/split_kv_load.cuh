@@ -14,20 +14,41 @@ namespace attnlab::cuda::serving {
 
 __device__ __forceinline__ int clamp_to(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
+// A length, offset or block-table entry read with L2's evict-last priority: every call reads them before its first
+// key tile (the lengths right after its wait), and a decode step's stream of K and V (which do not fit in L2 at
+// long contexts) would otherwise have evicted them since the last call, so that the read waits on DRAM
+// (docs/perf-notes-serving.md, split-KV v11).
+__device__ __forceinline__ int load_kept_in_l2(const std::int32_t* address) {
+  std::uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  int v;
+  asm volatile("ld.global.L2::cache_hint.b32 %0, [%1], %2;\n" : "=r"(v) : "l"(address), "l"(policy));
+  return v;
+}
+
 // Sequence b of the batch as the kernel sees it.
 struct Sequence {
   int q_begin = 0, q_len = 0;  // its rows of the packed queries
   int k_begin = 0, kv_len = 0;  // its keys: packed rows k_begin …, or the first kv_len keys of its pages
 
+  // Every read is issued before any value is used (the query offsets had been clamped before the branch to the key
+  // offsets, two rounds of reads, though the second cost nothing measurable), and kept in L2 (load_kept_in_l2),
+  // which is what shortened a decode step's wait for them (docs/perf-notes-serving.md, split-KV v11). Packed or
+  // paged, the key lengths come through one pointer, so that their reads are not behind a branch.
   __device__ __forceinline__ static Sequence read(const SplitKvParams& p, int b) {
+    const bool packed = p.cu_k != nullptr;
+    const std::int32_t* keys = packed ? p.cu_k + b * p.cu_k_stride : p.seqlens_k + b * p.seqlens_stride;
+    const int q0 = load_kept_in_l2(p.cu_q + b * p.cu_q_stride);
+    const int q1 = load_kept_in_l2(p.cu_q + (b + 1) * p.cu_q_stride);
+    const int k0 = load_kept_in_l2(keys), k1 = load_kept_in_l2(packed ? keys + p.cu_k_stride : keys);
     Sequence s;
-    s.q_begin = clamp_to(p.cu_q[b * p.cu_q_stride], 0, p.total_q);
-    s.q_len = clamp_to(p.cu_q[(b + 1) * p.cu_q_stride], s.q_begin, p.total_q) - s.q_begin;
-    if (p.cu_k != nullptr) {
-      s.k_begin = clamp_to(p.cu_k[b * p.cu_k_stride], 0, p.total_k);
-      s.kv_len = clamp_to(p.cu_k[(b + 1) * p.cu_k_stride], s.k_begin, p.total_k) - s.k_begin;
+    s.q_begin = clamp_to(q0, 0, p.total_q);
+    s.q_len = clamp_to(q1, s.q_begin, p.total_q) - s.q_begin;
+    if (packed) {
+      s.k_begin = clamp_to(k0, 0, p.total_k);
+      s.kv_len = clamp_to(k1, s.k_begin, p.total_k) - s.k_begin;
     } else {
-      s.kv_len = clamp_to(p.seqlens_k[b * p.seqlens_stride], 0, p.pages_per_sequence * p.page_size);
+      s.kv_len = clamp_to(k0, 0, p.pages_per_sequence * p.page_size);  // (k1 read k0 again)
     }
     return s;
   }
@@ -72,7 +93,7 @@ struct SplitKvLoad {
     if (p.block_table == nullptr)
       return {std::int64_t(s.k_begin + key) * p.k_row, std::int64_t(s.k_begin + key) * p.v_row};
     const int slot = p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size;
-    const int page = p.block_table[b * p.table_b + slot * p.table_p];
+    const int page = load_kept_in_l2(p.block_table + b * p.table_b + slot * p.table_p);  // read by every call
     if (page < 0 || page >= p.pages) return {-1, -1};
     const int in_page = key - slot * p.page_size;
     return {std::int64_t(page) * p.k_page + std::int64_t(in_page) * p.k_row,
