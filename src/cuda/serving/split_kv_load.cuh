@@ -14,10 +14,10 @@ namespace attnlab::cuda::serving {
 
 __device__ __forceinline__ int clamp_to(int x, int lo, int hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
-// A length, offset or block-table entry read with L2's evict-last priority: every call reads them before its first
-// key tile (the lengths right after its wait), and a decode step's stream of K and V (which do not fit in L2 at
-// long contexts) would otherwise have evicted them since the last call, so that the read waits on DRAM
-// (docs/perf-notes-serving.md, split-KV v11).
+// A length or offset read with L2's evict-last priority: every call reads them first, right after its wait, and a
+// decode step's stream of K and V (which do not fit in L2 at long contexts) would otherwise have evicted them since
+// the last call, so that the read waits on DRAM (docs/perf-notes-serving.md, split-KV v11). B + 1 values a call:
+// what they keep out of L2 is nothing.
 __device__ __forceinline__ int load_kept_in_l2(const std::int32_t* address) {
   std::uint64_t policy;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
@@ -93,7 +93,8 @@ struct SplitKvLoad {
     if (p.block_table == nullptr)
       return {std::int64_t(s.k_begin + key) * p.k_row, std::int64_t(s.k_begin + key) * p.v_row};
     const int slot = p.page_shift >= 0 ? key >> p.page_shift : key / p.page_size;
-    const int page = load_kept_in_l2(p.block_table + b * p.table_b + slot * p.table_p);  // read by every call
+    // A plain read: a block table may be large, and keeping it in L2 measured no gain (split-KV v11).
+    const int page = p.block_table[b * p.table_b + slot * p.table_p];
     if (page < 0 || page >= p.pages) return {-1, -1};
     const int in_page = key - slot * p.page_size;
     return {std::int64_t(page) * p.k_page + std::int64_t(in_page) * p.k_row,
