@@ -445,24 +445,34 @@ TEST(GpuVarlenForward, SplitsMergeInClusters) {
 
 // The combine kernel over every count of splits it can meet: it takes them in groups of 32, so counts around a
 // group's edges (31, 32, 33), a last group partly full (97) and the plan's cap (128), with sinks, at head dims 64
-// and 128, the default and a non-blocking stream, poisoned outputs. The cluster merge is off, so every count runs
-// the combine.
+// and 128, the default and a non-blocking stream, poisoned outputs. The longest sequence has as many key tiles as
+// the count (its last one partly full), so that the forced count is the one that runs — the plan rounds a count to
+// equal runs of tiles, and the workspace it asks for says how many; the other sequence's keys end in the first
+// third, so most of its splits saw no key. The cluster merge is off, so every count runs the combine.
 TEST(GpuVarlenForward, CombineTakesEveryCount) {
   ATTNLAB_REQUIRE_GPU();
 #if ATTNLAB_WITH_CUDA
-  const GpuVarlenCase c{"decode 9000 and 4100 keys sinks", {1, 1}, {9000, 4100}, 8, 2, 0, 0, true, 0.0f};
   int run = 0;
   for (const std::int64_t head_dim : {64, 128})
-    for (const int forced : {2, 31, 32, 33, 97, 128}) {
+    for (const int splits : {2, 31, 32, 33, 97, 128}) {
       const bool other_stream = run++ % 2 == 1;
-      SCOPED_TRACE(std::to_string(forced) + " splits, head dim " + std::to_string(head_dim) +
+      SCOPED_TRACE(std::to_string(splits) + " splits, head dim " + std::to_string(head_dim) +
                    (other_stream ? ", non-blocking stream" : ""));
+      const std::int64_t long_keys = 64 * splits - 5, short_keys = 64 * splits / 3 + 7;
+      const GpuVarlenCase c{"decode sinks", {1, 1}, {long_keys, short_keys}, 8, 2, 0, 0, true, 0.0f};
       Rng rng(9200 + std::uint64_t(run));
       Batch b = batch_of(c, head_dim, DType::bf16, rng);
       attnlab::Tuning tuning = attnlab::Tuning::from_environment();
       tuning.split_kv_cluster_merge = 0;
-      tuning.split_kv_splits = forced;
+      tuning.split_kv_splits = splits;
       const attnlab::Options o = options_of(c, "flash-sm80");
+      attnlab::Context ctx;
+      ctx.set_tuning(tuning);
+      DeviceMirror mirror;
+      // Each split leaves every (query row, head) its O row and LSE in f32; the pieces are rounded up to 256 bytes.
+      const std::size_t split_bytes = std::size_t(2 * c.N) * std::size_t(head_dim + 1) * sizeof(float);
+      EXPECT_EQ(attnlab::workspace_size(ctx, device_args(b, o, mirror)) / split_bytes, std::size_t(splits))
+          << "the count of splits the call runs";
       EXPECT_EQ(run_on_gpu(b, o, other_stream, std::nullopt, &tuning).path, "flash-sm80");
       check_outputs(b, o);
     }

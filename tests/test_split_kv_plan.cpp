@@ -46,6 +46,11 @@ TEST(SplitKvPlan, ForcedCountsAreEqualRuns) {
   EXPECT_EQ(split_kv_splits(8, kH200Slots, 64 * 10, 4), 4);     // runs of 3, 3, 3, 1
   EXPECT_EQ(split_kv_splits(8, kH200Slots, 64 * 10, 6), 5);     // runs of 2: five of them, none empty
   EXPECT_EQ(split_kv_splits(8, kH200Slots, 64, 8), 1);          // one tile cannot be split
+  // As many tiles as the count, the last partly full, give exactly that count (test_gpu_serving.cpp's
+  // CombineTakesEveryCount relies on it); 9000 keys (141 tiles) would round 32 down to 29.
+  for (const int splits : {2, 31, 32, 33, 97, 128})
+    EXPECT_EQ(split_kv_splits(4, kH200Slots, 64 * splits - 5, splits), splits);
+  EXPECT_EQ(split_kv_splits(4, kH200Slots, 9000, 32), 29);
 }
 
 TEST(SplitKvPlan, ClustersMergeOneTileSplitsOrForcedCounts) {

@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(kCombineThreads, 4) split_kv_combine_kernel(co
     const float rescale = flash::ptx::exp2_fast(m - shift);  // 0 while m is −∞
     l *= rescale;
 #pragma unroll
-    for (int k = 0; k < kChunks; ++k) acc[k].x *= rescale, acc[k].y *= rescale, acc[k].z *= rescale, acc[k].w *= rescale;
+    for (int k = 0; k < kChunks; ++k)
+      acc[k].x *= rescale, acc[k].y *= rescale, acc[k].z *= rescale, acc[k].w *= rescale;
 #pragma unroll
     for (int t = 0; t < kSplitsPerWarp; ++t) {
       const float weight = flash::ptx::exp2_fast(group_lse[t] - shift);  // 0 for a split past p.splits
