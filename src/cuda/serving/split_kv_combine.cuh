@@ -41,7 +41,7 @@ __device__ __forceinline__ float4 load_issued_here(const float4* address) {
 
 // Stamps: as the split kernel's (split_kv_phase_stamps.cuh). At least 4 blocks per SM: without a minimum, ptxas
 // fitted the kernel in 32 registers (full occupancy) by issuing the partial reads three at a time; with it, all of
-// a warp's reads go out before the first is used (68–112 registers at head dims 64–256).
+// a warp's reads go out before the first is used (78–108 registers at head dims 64–256).
 template <class Element, int kHeadDim, class Stamps = NoPhaseStamps>
 __global__ void __launch_bounds__(kCombineThreads, 4) split_kv_combine_kernel(const __grid_constant__ SplitKvParams p) {
   const Stamps stamps(p, p.combine_stamps_offset);
