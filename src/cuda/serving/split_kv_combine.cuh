@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(kCombineThreads, 4) split_kv_combine_kernel(co
   const std::int64_t split_stride = std::int64_t(p.total_q) * p.N;
   const float* lse = p.part_lse + q_row * p.N + head;
   const float* part = p.part_o + (q_row * p.N + head) * kHeadDim;
+  const std::int64_t part_split = split_stride * kHeadDim;  // floats from one split's row to the next's
   float group_lse[kSplitsPerWarp];
   float4 x[kSplitsPerWarp][kChunks];
   auto load_group = [&](int c) {
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kCombineThreads, 4) split_kv_combine_kernel(co
 #pragma unroll
       for (int k = 0; k < kChunks; ++k) {
         const int col = (4 * (lane + 32 * k)) % kHeadDim;
-        x[t][k] = load_issued_here(reinterpret_cast<const float4*>(part + split * (split_stride * kHeadDim) + col));
+        x[t][k] = load_issued_here(reinterpret_cast<const float4*>(part + split * part_split + col));
       }
     }
   };
