@@ -68,6 +68,8 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
         }
   EXPECT_FALSE(version_built(128, 128, 7));
   EXPECT_FALSE(version_built(256, 256, 5));
+  EXPECT_FALSE(version_built(192, 192, 5));
+  EXPECT_FALSE(version_built(256, 256, 3));
   EXPECT_TRUE(version_built(64, 64, 7));
   EXPECT_TRUE(version_built(64, 64, 11));  // s11: s6's three consumer warpgroups, at head dim 64 alone
   EXPECT_FALSE(version_built(128, 128, 11));

@@ -13,18 +13,20 @@ constexpr int swizzle_row_bytes(int head_qk) { return head_qk == 96 ? 64 : 128; 
 
 // Keys per K/V tile at a Q·Kᵀ head dim and kernel version: 128, except
 //   at 256, where O takes 128 registers per consumer thread and leaves room for S and P of 64 keys (32 + 16
-//     registers) without spills (FlashAttention-3 uses 80 there; with these loops ptxas spills 20 bytes at 80);
+//     registers); in version s4 80 keys there (FlashAttention-3's tile at 256: 40 + 20 registers beside O's 128),
+//     which make Q·Kᵀ's 64 × N wgmma read 4.5 KB of shared memory per 40 cycles instead of 4 KB per 32;
 //   at 192 (Hv 192 or 128), 112 keys: two slots each of K and V of 128 keys would not fit in shared memory
 //     (48 + 96 + 96 KB), of 112 they do (48 + 84 + 84 KB at Hv 192);
 //   in version s4 at 128, 176 keys (FlashAttention-3's choice at head dim 128 without a mask), which give each
-//     softmax step 1.375× the MMA work: S, P and O take 88 + 44 + 64 registers;
+//     softmax step 1.375× the MMA work: S, P and O take 88 + 44 + 64 registers (s4 is s2 with FlashAttention-3's
+//     key tiles: at other head dims it is s2);
 //   in version s7 (built at head dim 64 alone), 256 keys, cuDNN's tile there: twice the MMA work per softmax step
 //     of a 128-key tile, and no partly empty last tile at the power-of-two lengths 192 keys lost at
 //     (docs/perf-notes-flash-sm90.md). S, P and O take 128 + 64 + 32 registers, so s7 lets each P·V finish before
 //     the next Q·Kᵀ is issued (Traits::kPvBeforeQk) and S and P are never live together.
 // Plain C++: the host side sizes the TMA boxes with it.
 constexpr int key_tile_rows(int head_qk, int version) {
-  if (head_qk == 256) return 64;
+  if (head_qk == 256) return version == 4 ? 80 : 64;
   if (head_qk == 192) return 112;
   if (version == 7) return 256;
   return version == 4 && head_qk == 128 ? 176 : 128;
@@ -44,7 +46,7 @@ constexpr int kConsumerRows = 64;
 constexpr int query_block_rows(int version) { return version == 6 || version == 11 ? 192 : 128; }
 
 // The version whose instance a call of `version` runs: s4 differs from s2 only where its key tiles do, so at the
-// other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dim 128 alone).
+// other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dims 128 and 256 alone).
 constexpr int compiled_version(int head_dim, int version) {
   return version == 4 && key_tile_rows(head_dim, 4) == key_tile_rows(head_dim, 2) ? 2 : version;
 }
@@ -95,18 +97,25 @@ struct Traits {
   static constexpr int kPRegs = kBlockN / 4;
   static constexpr int kORegs = kHeadV / 2;
   // setmaxnreg: the producer gives registers back so the consumers can hold S, P and O.
-  // 24·128 + 240·256 = 64 512 ≤ the SM's 65 536. s5's producer, which also takes and hands over the blocks, keeps
-  // 56 and its consumers get 224 (56·128 + 224·256 = 64 512): at 24, 32 and 40 ptxas spilled the producer's walk
-  // to local memory (measured while produce()'s tile loop was still unrolled: mainloop.cuh).
+  // 24·128 + 240·256 = 64 512, all of the CTA's registers at launch (below). s5's producer, which also takes and
+  // hands over the blocks, keeps 56 and its consumers get 224 (56·128 + 224·256 = 64 512): at 24, 32 and 40 ptxas
+  // spilled the producer's walk to local memory (measured while produce()'s tile loop was still unrolled:
+  // mainloop.cuh). At head dim 256 no split fits s5: its consumers spill at 224 and 232 beside O's 128 registers,
+  // its producer at 24 (36 bytes), and 32 + 240 exceeds the CTA's registers.
   // s6's three consumer warpgroups share what the producer leaves: 24·128 + 160·384 = 64 512 (FlashAttention-3's
   // consumer share with three). In persistent CTAs beside s5's 56-register producer they would get 152: ptxas then
   // spilled 68 bytes and serialized the wgmma chains, so s6 launches one CTA per block, as s2. s11 keeps them at 160
-  // in persistent CTAs beside a producer of 32 (32·128 + 160·384 = 65 536, all of the SM's; FlashAttention-3's split
-  // with three): it fits there because produce()'s tile loop is not unrolled (mainloop.cuh) and the epilogue's copy
-  // offsets are not hoisted into the main loop (epilogue.cuh, ptx::opaque).
+  // in persistent CTAs beside a producer of 32 (32·128 + 160·384 = 65 536, all of the SM's and of a 512-thread
+  // CTA's; FlashAttention-3's split with three): it fits there because produce()'s tile loop is not unrolled
+  // (mainloop.cuh) and the epilogue's copy offsets are not hoisted into the main loop (epilogue.cuh, ptx::opaque).
   static constexpr int kProducerRegisters = !kDynamicWalk ? 24 : kConsumers == 3 ? 32 : 56;
   static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : kDynamicWalk ? 224 : 240;
-  static_assert(kProducerRegisters * 128 + kConsumerRegisters * 128 * kConsumers <= 65536, "the SM's registers");
+  // setmaxnreg moves registers within what the CTA was launched with — kThreads × the per-thread count ptxas
+  // gives __launch_bounds__(kThreads, 1), a multiple of 8: 168 × 384 = 64 512 with two consumer warpgroups,
+  // 128 × 512 = 65 536 with three. A split above it never completes its increase: the consumers wait forever.
+  static constexpr int kLaunchRegisters = 65536 / kThreads / 8 * 8;
+  static_assert(kProducerRegisters * 128 + kConsumerRegisters * 128 * kConsumers <= kLaunchRegisters * kThreads,
+                "setmaxnreg's split fits the CTA's registers at launch");
 
   // Shared memory, every tile 1024-byte aligned (a swizzle pattern repeats within 8 rows of at most 128 bytes). A
   // tile of R rows × H columns is H / kSliceCols column slices of R rows × kRowBytes, one TMA box each: Q and K
