@@ -15,9 +15,9 @@ constexpr bool version_exists(int version) { return (version >= 1 && version <= 
 // Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
 // persistent versions keep a walk's state beside O: s3 is not at 256, where it spilled to local memory beside O's
 // 128 registers (and measured slower than s2), s5 not at 192/192 and 256, where it spilled with its consumers at
-// 224 registers, and at 256 with any split of the CTA's registers tried (traits.h; docs/perf-notes-flash-sm90.md). s6's and s11's three consumer warpgroups and s7's
-// 256-key tiles exist at head dim 64 alone (traits.h, query_block_rows and key_tile_rows). The path refuses such a
-// call by this rule.
+// 224 registers, and at 256 with every split of the CTA's registers tried (traits.h;
+// docs/perf-notes-flash-sm90.md). s6's and s11's three consumer warpgroups and s7's 256-key tiles exist at head
+// dim 64 alone (traits.h, query_block_rows and key_tile_rows). The path refuses such a call by this rule.
 constexpr bool version_built(int head_qk, int head_v, int version) {
   if (version == 3) return head_qk != 256;
   if (version == 5) return head_qk != 256 && !(head_qk == 192 && head_v == 192);
