@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "test_support.h"
 
@@ -50,6 +52,29 @@ void scores(const Problem& p, std::int64_t b, std::int64_t n, std::int64_t i, Ro
   }
 }
 
+// Runs body(b, n, i, row, acc) for every query row, the rows split among threads when the call is large enough to
+// repay starting them. Each row writes only its own output, so the result does not depend on the split; the GPU
+// tests' largest cases (ManyBlocksPerCta: hundreds of GFLOP in fp64) would otherwise spend minutes here.
+template <class Real, class Body>
+void for_each_row(const Problem& p, Body body) {
+  const std::int64_t rows = p.B * p.N * p.T;
+  const double work = double(rows) * double(p.S) * double(p.Hqk + p.Hv);
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const std::int64_t threads = work < 4e7 ? 1 : std::min<std::int64_t>({std::int64_t(hardware), 32, rows});
+  auto run = [&](std::int64_t first, std::int64_t last) {
+    Row<Real> row;
+    std::vector<Real> acc(std::size_t(p.Hv));
+    for (std::int64_t r = first; r < last; ++r) {
+      const std::int64_t i = r % p.T, n = (r / p.T) % p.N, b = r / (p.T * p.N);
+      body(b, n, i, row, acc);
+    }
+  };
+  if (threads <= 1) return run(0, rows);
+  std::vector<std::thread> pool;
+  for (std::int64_t t = 0; t < threads; ++t) pool.emplace_back(run, rows * t / threads, rows * (t + 1) / threads);
+  for (auto& thread : pool) thread.join();
+}
+
 }  // namespace
 
 bool visible(const Problem& p, std::int64_t b, std::int64_t n, std::int64_t i, std::int64_t j) {
@@ -71,27 +96,24 @@ Forward forward(const Problem& p) {
   Forward f;
   f.o.assign(std::size_t(p.B * p.T * p.N * p.Hv), 0.0);
   f.lse.assign(std::size_t(p.B * p.N * p.T), kNegInf);
-  Row<double> row;
-  std::vector<double> acc(std::size_t(p.Hv));
-  for (std::int64_t b = 0; b < p.B; ++b)
-    for (std::int64_t n = 0; n < p.N; ++n)
-      for (std::int64_t i = 0; i < p.T; ++i) {
-        scores(p, b, n, i, row);
-        if (!row.any) continue;  // o = 0, lse = −inf
-        const std::int64_t kh = p.kv_head(n);
-        double l = 0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (std::int64_t j = 0; j < p.S; ++j) {
-          if (!row.seen[std::size_t(j)]) continue;
-          const double e = std::exp(row.s[std::size_t(j)] - row.max);
-          l += e;
-          const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
-          for (std::int64_t h = 0; h < p.Hv; ++h) acc[std::size_t(h)] += e * vrow[h];
-        }
-        double* orow = &f.o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
-        for (std::int64_t h = 0; h < p.Hv; ++h) orow[h] = acc[std::size_t(h)] / l;
-        f.lse[std::size_t((b * p.N + n) * p.T + i)] = row.max + std::log(l);
-      }
+  for_each_row<double>(p, [&](std::int64_t b, std::int64_t n, std::int64_t i, Row<double>& row,
+                              std::vector<double>& acc) {
+    scores(p, b, n, i, row);
+    if (!row.any) return;  // o = 0, lse = −inf
+    const std::int64_t kh = p.kv_head(n);
+    double l = 0;
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (std::int64_t j = 0; j < p.S; ++j) {
+      if (!row.seen[std::size_t(j)]) continue;
+      const double e = std::exp(row.s[std::size_t(j)] - row.max);
+      l += e;
+      const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+      for (std::int64_t h = 0; h < p.Hv; ++h) acc[std::size_t(h)] += e * vrow[h];
+    }
+    double* orow = &f.o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
+    for (std::int64_t h = 0; h < p.Hv; ++h) orow[h] = acc[std::size_t(h)] / l;
+    f.lse[std::size_t((b * p.N + n) * p.T + i)] = row.max + std::log(l);
+  });
   return f;
 }
 
@@ -99,28 +121,25 @@ Forward forward_in_dtype(const Problem& p, attnlab::DType dtype) {
   Forward f;
   f.o.assign(std::size_t(p.B * p.T * p.N * p.Hv), 0.0);
   f.lse.assign(std::size_t(p.B * p.N * p.T), kNegInf);
-  Row<float> row;
-  std::vector<float> acc(std::size_t(p.Hv));
-  for (std::int64_t b = 0; b < p.B; ++b)
-    for (std::int64_t n = 0; n < p.N; ++n)
-      for (std::int64_t i = 0; i < p.T; ++i) {
-        scores(p, b, n, i, row);
-        if (!row.any) continue;
-        const std::int64_t kh = p.kv_head(n);
-        float l = 0;
-        for (std::int64_t j = 0; j < p.S; ++j)
-          if (row.seen[std::size_t(j)]) l += std::exp(row.s[std::size_t(j)] - row.max);
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (std::int64_t j = 0; j < p.S; ++j) {
-          if (!row.seen[std::size_t(j)]) continue;
-          const float pr = float(round_to(dtype, std::exp(row.s[std::size_t(j)] - row.max) / l));
-          const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
-          for (std::int64_t h = 0; h < p.Hv; ++h) acc[std::size_t(h)] += pr * float(vrow[h]);
-        }
-        double* orow = &f.o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
-        for (std::int64_t h = 0; h < p.Hv; ++h) orow[h] = round_to(dtype, acc[std::size_t(h)]);
-        f.lse[std::size_t((b * p.N + n) * p.T + i)] = double(row.max + std::log(l));
-      }
+  for_each_row<float>(p, [&](std::int64_t b, std::int64_t n, std::int64_t i, Row<float>& row,
+                             std::vector<float>& acc) {
+    scores(p, b, n, i, row);
+    if (!row.any) return;
+    const std::int64_t kh = p.kv_head(n);
+    float l = 0;
+    for (std::int64_t j = 0; j < p.S; ++j)
+      if (row.seen[std::size_t(j)]) l += std::exp(row.s[std::size_t(j)] - row.max);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (std::int64_t j = 0; j < p.S; ++j) {
+      if (!row.seen[std::size_t(j)]) continue;
+      const float pr = float(round_to(dtype, std::exp(row.s[std::size_t(j)] - row.max) / l));
+      const double* vrow = &p.v[std::size_t(((b * p.S + j) * p.K + kh) * p.Hv)];
+      for (std::int64_t h = 0; h < p.Hv; ++h) acc[std::size_t(h)] += pr * float(vrow[h]);
+    }
+    double* orow = &f.o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
+    for (std::int64_t h = 0; h < p.Hv; ++h) orow[h] = round_to(dtype, acc[std::size_t(h)]);
+    f.lse[std::size_t((b * p.N + n) * p.T + i)] = double(row.max + std::log(l));
+  });
   return f;
 }
 

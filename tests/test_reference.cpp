@@ -221,6 +221,42 @@ TEST(ReferenceForward, GqaHeadMapping) {
   EXPECT_TRUE(all_equal("O", ref::forward(g).o, ref::forward(m).o));
 }
 
+// The reference splits a large call's rows among threads (reference.cpp, for_each_row). Each (batch, head) computed
+// alone — a call too small to be split — must give the same bits, in fp64 and in the dtype.
+TEST(ReferenceForward, RowsSplitAmongThreadsGiveTheSingleThreadedAnswer) {
+  ATTNLAB_TEST_RNG(rng);
+  ref::Problem whole = random_problem(rng, 2, 300, 200, 4, 2, 128, 128);  // 1.2e8 products: split
+  whole.causal = whole.bottom_right = true;
+  whole.q_lens = {300, 171};
+  whole.kv_lens = {200, 77};
+  const ref::Forward f64 = ref::forward(whole), same = ref::forward_in_dtype(whole, DType::bf16);
+  for (std::int64_t b = 0; b < whole.B; ++b)
+    for (std::int64_t n = 0; n < whole.N; ++n) {
+      ref::Problem one = whole;  // (b, n) alone: 1.5e7 products, one thread
+      one.B = one.N = one.K = 1;
+      one.q_lens = {whole.q_lens[std::size_t(b)]};
+      one.kv_lens = {whole.kv_lens[std::size_t(b)]};
+      one.q.clear(), one.k.clear(), one.v.clear();
+      for (std::int64_t i = 0; i < whole.T; ++i)
+        for (std::int64_t h = 0; h < whole.Hqk; ++h) one.q.push_back(whole.qv(b, i, n, h));
+      for (std::int64_t j = 0; j < whole.S; ++j) {
+        for (std::int64_t h = 0; h < whole.Hqk; ++h) one.k.push_back(whole.kv(b, j, whole.kv_head(n), h));
+        for (std::int64_t h = 0; h < whole.Hv; ++h) one.v.push_back(whole.vv(b, j, whole.kv_head(n), h));
+      }
+      const ref::Forward a = ref::forward(one), c = ref::forward_in_dtype(one, DType::bf16);
+      for (std::int64_t i = 0; i < whole.T; ++i) {
+        const std::size_t row = std::size_t((b * whole.N + n) * whole.T + i);
+        ASSERT_EQ(f64.lse[row], a.lse[std::size_t(i)]) << b << " " << n << " " << i;
+        ASSERT_EQ(same.lse[row], c.lse[std::size_t(i)]) << b << " " << n << " " << i;
+        for (std::int64_t h = 0; h < whole.Hv; ++h) {
+          const std::size_t at = std::size_t(((b * whole.T + i) * whole.N + n) * whole.Hv + h);
+          ASSERT_EQ(f64.o[at], a.o[std::size_t(i * whole.Hv + h)]) << b << " " << n << " " << i << " " << h;
+          ASSERT_EQ(same.o[at], c.o[std::size_t(i * whole.Hv + h)]) << b << " " << n << " " << i << " " << h;
+        }
+      }
+    }
+}
+
 TEST(ReferenceForward, SameDtypeReferenceIsCloseButNotExact) {
   ATTNLAB_TEST_RNG(rng);
   ref::Problem p = random_problem(rng, 1, 9, 31, 2, 1, 16, 8);
