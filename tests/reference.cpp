@@ -75,6 +75,24 @@ void for_each_row(const Problem& p, Body body) {
   for (auto& thread : pool) thread.join();
 }
 
+// Runs body(b, kh) for every (batch, KV head): a backward pass's unit of independence, since dK and dV of a KV head
+// collect every query head of its group and dQ is per row. Split among threads like for_each_row; within a unit
+// the order is the single-threaded one, so the sums are too.
+template <class Body>
+void for_each_kv_group(const Problem& p, Body body) {
+  const std::int64_t groups = p.B * p.K;
+  const double work = double(p.B * p.N * p.T) * double(p.S) * double(p.Hqk + p.Hv);
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const std::int64_t threads = work < 4e7 ? 1 : std::min<std::int64_t>({std::int64_t(hardware), 32, groups});
+  auto run = [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t g = first; g < last; ++g) body(g / p.K, g % p.K);
+  };
+  if (threads <= 1) return run(0, groups);
+  std::vector<std::thread> pool;
+  for (std::int64_t t = 0; t < threads; ++t) pool.emplace_back(run, groups * t / threads, groups * (t + 1) / threads);
+  for (auto& thread : pool) thread.join();
+}
+
 }  // namespace
 
 bool visible(const Problem& p, std::int64_t b, std::int64_t n, std::int64_t i, std::int64_t j) {
@@ -149,14 +167,14 @@ Backward backward(const Problem& p, const std::vector<double>& d_o, const std::v
   g.dq.assign(p.q.size(), 0.0);
   g.dk.assign(p.k.size(), 0.0);
   g.dv.assign(p.v.size(), 0.0);
-  Row<double> row;
-  std::vector<double> prob(std::size_t(p.S)), dp(std::size_t(p.S));
-  for (std::int64_t b = 0; b < p.B; ++b)
-    for (std::int64_t n = 0; n < p.N; ++n)
+  const std::int64_t group = p.N / p.K;
+  for_each_kv_group(p, [&](std::int64_t b, std::int64_t kh) {
+    Row<double> row;
+    std::vector<double> prob(std::size_t(p.S)), dp(std::size_t(p.S));
+    for (std::int64_t n = kh * group; n < (kh + 1) * group; ++n)
       for (std::int64_t i = 0; i < p.T; ++i) {
         scores(p, b, n, i, row);
         if (!row.any) continue;  // the output is the constant 0: no gradient
-        const std::int64_t kh = p.kv_head(n);
         const double* grow = &d_o[std::size_t(((b * p.T + i) * p.N + n) * p.Hv)];
         const double* qrow = &p.q[std::size_t(((b * p.T + i) * p.N + n) * p.Hqk)];
         double l = 0;
@@ -196,6 +214,7 @@ Backward backward(const Problem& p, const std::vector<double>& d_o, const std::v
           for (std::int64_t h = 0; h < p.Hv; ++h) dvrow[h] += prob[std::size_t(j)] * grow[h];
         }
       }
+  });
   return g;
 }
 
@@ -203,13 +222,13 @@ Backward backward_in_dtype(const Problem& p, const std::vector<double>& d_o, att
                            const std::vector<double>* o) {
   const std::vector<double> out = o ? *o : forward_in_dtype(p, dtype).o;  // for D = rowsum(dO ∘ O)
   std::vector<float> dq(p.q.size(), 0.0f), dk(p.k.size(), 0.0f), dv(p.v.size(), 0.0f);
-  Row<float> row;
-  for (std::int64_t b = 0; b < p.B; ++b)
-    for (std::int64_t n = 0; n < p.N; ++n)
+  const std::int64_t group = p.N / p.K;
+  for_each_kv_group(p, [&](std::int64_t b, std::int64_t kh) {
+    Row<float> row;
+    for (std::int64_t n = kh * group; n < (kh + 1) * group; ++n)
       for (std::int64_t i = 0; i < p.T; ++i) {
         scores(p, b, n, i, row);
         if (!row.any) continue;
-        const std::int64_t kh = p.kv_head(n);
         const std::size_t orow = std::size_t(((b * p.T + i) * p.N + n) * p.Hv);
         const double* qrow = &p.q[std::size_t(((b * p.T + i) * p.N + n) * p.Hqk)];
         float D = 0;
@@ -241,6 +260,7 @@ Backward backward_in_dtype(const Problem& p, const std::vector<double>& d_o, att
           for (std::int64_t h = 0; h < p.Hv; ++h) dvrow[h] += pr * float(d_o[orow + std::size_t(h)]);
         }
       }
+  });
   Backward g;
   const auto finish = [&](const std::vector<float>& acc, double factor) {
     std::vector<double> out(acc.size());

@@ -257,6 +257,55 @@ TEST(ReferenceForward, RowsSplitAmongThreadsGiveTheSingleThreadedAnswer) {
     }
 }
 
+// The backward references split a large call by (batch, KV head) among threads (reference.cpp,
+// for_each_kv_group). Each such group computed alone — small enough for one thread — must give the same bits.
+TEST(ReferenceBackward, GroupsSplitAmongThreadsGiveTheSingleThreadedAnswer) {
+  ATTNLAB_TEST_RNG(rng);
+  ref::Problem whole = random_problem(rng, 2, 300, 200, 4, 2, 128, 128);  // 1.2e8 products: split
+  whole.causal = whole.bottom_right = true;
+  whole.kv_lens = {200, 77};
+  std::vector<double> d_o(std::size_t(whole.B * whole.T * whole.N * whole.Hv));
+  for (double& x : d_o) x = rng.value();
+  const ref::Backward f64 = ref::backward(whole, d_o), same = ref::backward_in_dtype(whole, d_o, DType::bf16);
+  const std::int64_t group = whole.N / whole.K;
+  for (std::int64_t b = 0; b < whole.B; ++b)
+    for (std::int64_t kh = 0; kh < whole.K; ++kh) {
+      ref::Problem one = whole;  // (b, kh) alone: 3.1e7 products, one thread
+      one.B = one.K = 1, one.N = group;
+      one.kv_lens = {whole.kv_lens[std::size_t(b)]};
+      one.q.clear(), one.k.clear(), one.v.clear();
+      std::vector<double> one_d_o;
+      for (std::int64_t i = 0; i < whole.T; ++i)
+        for (std::int64_t n = kh * group; n < (kh + 1) * group; ++n) {
+          for (std::int64_t h = 0; h < whole.Hqk; ++h) one.q.push_back(whole.qv(b, i, n, h));
+          for (std::int64_t h = 0; h < whole.Hv; ++h)
+            one_d_o.push_back(d_o[std::size_t(((b * whole.T + i) * whole.N + n) * whole.Hv + h)]);
+        }
+      for (std::int64_t j = 0; j < whole.S; ++j) {
+        for (std::int64_t h = 0; h < whole.Hqk; ++h) one.k.push_back(whole.kv(b, j, kh, h));
+        for (std::int64_t h = 0; h < whole.Hv; ++h) one.v.push_back(whole.vv(b, j, kh, h));
+      }
+      const ref::Backward a = ref::backward(one, one_d_o), c = ref::backward_in_dtype(one, one_d_o, DType::bf16);
+      for (std::int64_t i = 0; i < whole.T; ++i)
+        for (std::int64_t n = 0; n < group; ++n)
+          for (std::int64_t h = 0; h < whole.Hqk; ++h) {
+            const std::size_t at = std::size_t(((b * whole.T + i) * whole.N + kh * group + n) * whole.Hqk + h);
+            const std::size_t alone = std::size_t((i * group + n) * whole.Hqk + h);
+            ASSERT_EQ(f64.dq[at], a.dq[alone]) << "dq " << b << " " << kh << " " << i << " " << n << " " << h;
+            ASSERT_EQ(same.dq[at], c.dq[alone]) << "dq " << b << " " << kh << " " << i << " " << n << " " << h;
+          }
+      for (std::int64_t j = 0; j < whole.S; ++j)
+        for (std::int64_t h = 0; h < whole.Hqk; ++h) {  // Hv = Hqk here
+          const std::size_t at = std::size_t(((b * whole.S + j) * whole.K + kh) * whole.Hqk + h);
+          const std::size_t alone = std::size_t(j * whole.Hqk + h);
+          ASSERT_EQ(f64.dk[at], a.dk[alone]) << "dk " << b << " " << kh << " " << j << " " << h;
+          ASSERT_EQ(f64.dv[at], a.dv[alone]) << "dv " << b << " " << kh << " " << j << " " << h;
+          ASSERT_EQ(same.dk[at], c.dk[alone]) << "dk " << b << " " << kh << " " << j << " " << h;
+          ASSERT_EQ(same.dv[at], c.dv[alone]) << "dv " << b << " " << kh << " " << j << " " << h;
+        }
+    }
+}
+
 TEST(ReferenceForward, SameDtypeReferenceIsCloseButNotExact) {
   ATTNLAB_TEST_RNG(rng);
   ref::Problem p = random_problem(rng, 1, 9, 31, 2, 1, 16, 8);
