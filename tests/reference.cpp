@@ -52,45 +52,40 @@ void scores(const Problem& p, std::int64_t b, std::int64_t n, std::int64_t i, Ro
   }
 }
 
-// Runs body(b, n, i, row, acc) for every query row, the rows split among threads when the call is large enough to
-// repay starting them. Each row writes only its own output, so the result does not depend on the split; the GPU
-// tests' largest cases (ManyBlocksPerCta: hundreds of GFLOP in fp64) would otherwise spend minutes here.
-template <class Real, class Body>
-void for_each_row(const Problem& p, Body body) {
-  const std::int64_t rows = p.B * p.N * p.T;
-  const double work = double(rows) * double(p.S) * double(p.Hqk + p.Hv);
+// Calls run(first, last) over [0, units), split into contiguous ranges among threads when `work` (products) is
+// large enough to repay starting them; one call on this thread otherwise.
+template <class Run>
+void split_among_threads(std::int64_t units, double work, Run run) {
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  const std::int64_t threads = work < 4e7 ? 1 : std::min<std::int64_t>({std::int64_t(hardware), 32, rows});
-  auto run = [&](std::int64_t first, std::int64_t last) {
-    Row<Real> row;
-    std::vector<Real> acc(std::size_t(p.Hv));
-    for (std::int64_t r = first; r < last; ++r) {
-      const std::int64_t i = r % p.T, n = (r / p.T) % p.N, b = r / (p.T * p.N);
-      body(b, n, i, row, acc);
-    }
-  };
-  if (threads <= 1) return run(0, rows);
+  const std::int64_t threads = work < 4e7 ? 1 : std::min<std::int64_t>({std::int64_t(hardware), 32, units});
+  if (threads <= 1) return run(std::int64_t(0), units);
   std::vector<std::thread> pool;
-  for (std::int64_t t = 0; t < threads; ++t) pool.emplace_back(run, rows * t / threads, rows * (t + 1) / threads);
+  for (std::int64_t t = 0; t < threads; ++t) pool.emplace_back(run, units * t / threads, units * (t + 1) / threads);
   for (auto& thread : pool) thread.join();
 }
 
+double products(const Problem& p) { return double(p.B * p.N * p.T) * double(p.S) * double(p.Hqk + p.Hv); }
+
+// Runs body(b, n, i, row, acc) for every query row, the rows split among threads. Each row writes only its own
+// output, so the result does not depend on the split; the GPU tests' largest cases (ManyBlocksPerCta: hundreds of
+// GFLOP in fp64) would otherwise spend minutes here.
+template <class Real, class Body>
+void for_each_row(const Problem& p, Body body) {
+  split_among_threads(p.B * p.N * p.T, products(p), [&](std::int64_t first, std::int64_t last) {
+    Row<Real> row;
+    std::vector<Real> acc(std::size_t(p.Hv));
+    for (std::int64_t r = first; r < last; ++r) body(r / (p.T * p.N), (r / p.T) % p.N, r % p.T, row, acc);
+  });
+}
+
 // Runs body(b, kh) for every (batch, KV head): a backward pass's unit of independence, since dK and dV of a KV head
-// collect every query head of its group and dQ is per row. Split among threads like for_each_row; within a unit
-// the order is the single-threaded one, so the sums are too.
+// collect every query head of its group and dQ is per row. Within a unit the order is the single-threaded one, so
+// the sums are too.
 template <class Body>
 void for_each_kv_group(const Problem& p, Body body) {
-  const std::int64_t groups = p.B * p.K;
-  const double work = double(p.B * p.N * p.T) * double(p.S) * double(p.Hqk + p.Hv);
-  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  const std::int64_t threads = work < 4e7 ? 1 : std::min<std::int64_t>({std::int64_t(hardware), 32, groups});
-  auto run = [&](std::int64_t first, std::int64_t last) {
+  split_among_threads(p.B * p.K, products(p), [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t g = first; g < last; ++g) body(g / p.K, g % p.K);
-  };
-  if (threads <= 1) return run(0, groups);
-  std::vector<std::thread> pool;
-  for (std::int64_t t = 0; t < threads; ++t) pool.emplace_back(run, groups * t / threads, groups * (t + 1) / threads);
-  for (auto& thread : pool) thread.join();
+  });
 }
 
 }  // namespace
