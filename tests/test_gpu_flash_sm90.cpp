@@ -156,15 +156,25 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                                             ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
-// Head dims 64, 96 (the 64-byte swizzle), 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys; s4's 80 at
-// 256): most of the odd shapes, both streams, every version (s4 runs s2's kernel at 64, 96, 192 and 192/128).
+// Head dims 64, 96 (the 64-byte swizzle), 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the
+// odd shapes, both streams, every version (s4 runs s2's kernel at these head dims but 256: ManyBlocksPerCta calls it
+// there; its own 80-key tiles at 256 have the instantiation below).
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
                                                               Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 5, 6, 7, 11),
                                             ::testing::Values(Heads{64, 64}, Heads{96, 96}, Heads{192, 192},
                                                               Heads{192, 128}, Heads{256, 256})),
+                         grid_name);
+// s4 at head dim 256, FlashAttention-3's 80-key tiles (a 1024-key sequence ends 64 keys into its 13th tile), over
+// the same shapes.
+INSTANTIATE_TEST_SUITE_P(HeadDim256KeyTiles80, GpuFlashSm90Grid,
+                         ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
+                                            ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
+                                                              Shape{1023, 1024}),
+                                            ::testing::Bool(), ::testing::Values(4),
+                                            ::testing::Values(Heads{256, 256})),
                          grid_name);
 // s6, s7 and s11, built at head dim 64 alone: three consumer warpgroups (blocks of 192 rows; in s11 persistent
 // CTAs), 256-key tiles (a 4224-key sequence ends 128 keys into its last tile), over the odd shapes the grid above
