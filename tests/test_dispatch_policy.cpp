@@ -68,9 +68,9 @@ TEST(DispatchPolicy, LargeHalfForwardPrefersCudnnAndSaysWhereItWasMeasured) {
   EXPECT_EQ(order_for(gpu(Direction::forward, DType::f16, double(1 << 30) * 1.01, 90)).front(), "cudnn");
 }
 
-// Where flash-sm90 measured ahead of cudnn: causal only, head dim 128 with T and S ≥ 4096, head dims 192, 256 and
-// 192/128 with T and S ≥ 8192, on cc 9.0 alone. A window, another head dim, a shorter sequence or another GPU
-// keeps cudnn first.
+// Where flash-sm90 measured ahead of cudnn: causal only, head dim 256 with T and S ≥ 2048, 128 with T and S ≥ 4096,
+// 192 and 192/128 with T and S ≥ 8192, on cc 9.0 alone. A window, another head dim, a shorter sequence or another
+// GPU keeps cudnn first.
 TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   CallTraits t = gpu(Direction::forward, DType::bf16, kLarge, 90);
   t.T = t.S = 8192, t.Hqk = t.Hv = 128, t.causal_only = true;
@@ -87,11 +87,17 @@ TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   CallTraits shorter = t;
   shorter.T = shorter.S = 4096;
   EXPECT_EQ(order_for(shorter).front(), "flash-sm90") << "head dim 128 from T = 4096";
-  for (const std::int64_t dims : {192, 256}) {
-    CallTraits other = shorter;
-    other.Hqk = other.Hv = dims;
-    EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim " << dims << " only from T = 8192";
-  }
+  CallTraits other = shorter;
+  other.Hqk = other.Hv = 192;
+  EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 192 only from T = 8192";
+  other.Hqk = other.Hv = 256;
+  EXPECT_EQ(order_for(other).front(), "flash-sm90") << "head dim 256 from T = 2048";
+  other.T = other.S = 2048;
+  EXPECT_EQ(order_for(other).front(), "flash-sm90");
+  other.S = 2047;
+  EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 256 only from S = 2048";
+  other.S = 2048, other.T = 1024;
+  EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 256 only from T = 2048";
   for (auto change : {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 2048; },
                       +[](CallTraits& c) { c.S = 2048; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
                       +[](CallTraits& c) { c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 256; },

@@ -51,7 +51,13 @@ TEST(Sm90Versions, HeadDim64ByLengthAndMask) {
 TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
   EXPECT_EQ(default_version(problem(128, 4096, 4096), false), 5);
   EXPECT_EQ(default_version(problem(96, 512, 512), false), 5);
-  EXPECT_EQ(default_version(problem(256, 4096, 4096), false), 2);  // s5 is not built at 256
+  EXPECT_EQ(default_version(problem(256, 4096, 4096), false), 4);  // s5 is not built at 256; s4's 80-key tiles
+  EXPECT_EQ(default_version(problem(256, 512, 512), false), 4);
+  EXPECT_EQ(default_version(problem(256, 1024, 1024, true), false), 4);
+  EXPECT_EQ(default_version(problem(256, 1023, 8192, true), false), 2);  // causal and short: s4 0.97× s2
+  EXPECT_EQ(default_version(problem(256, 8192, 8192, false, 256), false), 2);  // windows: s4 not measured
+  EXPECT_EQ(default_version(problem(256, 4096, 4096), true), 2);
+  EXPECT_EQ(default_version(problem(192, 4096, 4096), false), 2);  // s5 is not built at 192/192
   EXPECT_EQ(default_version(problem(64, 4096, 4096), true), 5);   // packed batches: s5 where measured
   EXPECT_EQ(default_version(problem(128, 4096, 4096), true), 5);
   EXPECT_EQ(default_version(problem(96, 4096, 4096), true), 2);

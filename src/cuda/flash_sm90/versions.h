@@ -35,16 +35,20 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
 // 2048 s7 (256-key tiles) from 512 without a mask (1.07–1.09× s5), s5 elsewhere (short sequences, and causal ones,
 // where s7's 256-key tiles waste half a tile on the diagonal: 0.86–0.99× s5). With a window s6 from 8192 and s5
 // below (s7 and s11 were not measured with windows). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at
-// 192/128); s2 at 192/192 and 256, where s5 is not built.
+// 192/128); s2 at 192/192, where s5 is not built. At 256, where s5 is not built either, s4 (FlashAttention-3's
+// 80-key tiles: 1.00–1.08× s2 on the H200 in two alternating rounds, T = 512 … 16k without a mask and causal from
+// 1024), s2 for causal calls shorter than 1024 (s4 0.97× there) and with windows (s4 not measured with them).
 // `packed` (a packed variable-length batch): s5 at 64 and 128, where it was measured, s2 elsewhere.
 inline int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
-  if (!version_built(int(d.Hqk), int(d.Hv), 5)) return 2;  // 192/192 and 256
   const bool h64 = d.Hqk == 64 && d.Hv == 64;
   if (packed) return h64 || (d.Hqk == 128 && d.Hv == 128) ? 5 : 2;
-  if (!h64) return 5;
   const std::int64_t length = d.T < d.S ? d.T : d.S;
-  if (p.mask.window_left >= 0 || p.mask.window_right >= 0) return length >= 8192 ? 6 : 5;
+  const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
+  if (d.Hqk == 256 && d.Hv == 256) return window || (p.mask.causal && length < 1024) ? 2 : 4;
+  if (!version_built(int(d.Hqk), int(d.Hv), 5)) return 2;  // 192/192
+  if (!h64) return 5;
+  if (window) return length >= 8192 ? 6 : 5;
   if (length >= (p.mask.causal ? 8192 : 4096) && length < 16384) return 6;
   if (length >= 2048) return 11;
   if (p.mask.causal) return 5;
