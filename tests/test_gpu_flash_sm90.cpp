@@ -92,9 +92,9 @@ using GridParam = std::tuple<DType, Shape, bool, int, Heads>;
 
 // A context that runs kernel version `version` of flash-sm90.
 attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[12];  // s1 … s7 and s11 by index (0, 8, 9 and 10 unused)
-  if (!((version >= 1 && version <= 7) || version == 11))
-    throw std::out_of_range("flash-sm90 has versions s1 … s7 and s11");
+  static attnlab::Context contexts[14];  // s1 … s7, s11 and s13 by index (0, 8, 9, 10 and 12 unused)
+  if (!((version >= 1 && version <= 7) || version == 11 || version == 13))
+    throw std::out_of_range("flash-sm90 has versions s1 … s7, s11 and s13");
   attnlab::Tuning tuning = contexts[version].tuning();
   tuning.flash_config = version;
   contexts[version].set_tuning(tuning);
@@ -110,6 +110,7 @@ bool runs_or_is_refused(const Case& c, int version) {
   const bool built = version == 3   ? c.Hqk != 256
                      : version == 5 ? c.Hqk != 256 && !(c.Hqk == 192 && c.Hv == 192)
                      : version == 6 || version == 7 || version == 11 ? c.Hqk == 64 && c.Hv == 64
+                     : version == 13                                 ? c.Hqk == 256 && c.Hv == 256
                                                                      : true;
   if (built) return true;
   expect_forward_refused_on_device(c, "is not built at head dims " + std::to_string(c.Hqk) + "/" +
@@ -173,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDim256KeyTiles80, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{7, 1}, Shape{113, 203},
                                                               Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(4),
+                                            ::testing::Bool(), ::testing::Values(4, 13),
                                             ::testing::Values(Heads{256, 256})),
                          grid_name);
 // s6, s7 and s11, built at head dim 64 alone: three consumer warpgroups (blocks of 192 rows; in s11 persistent
@@ -197,10 +198,10 @@ class GpuFlashSm90 : public ::testing::TestWithParam<DtypeVersion> {
   void SetUp() override { ATTNLAB_REQUIRE_HOPPER(); }
   DType dtype() const { return std::get<0>(GetParam()); }
   int version() const { return std::get<1>(GetParam()); }
-  // The version's main head dims: 128, or 64 for s6, s7 and s11 (built there alone).
+  // The version's main head dims: 128, or 64 for s6, s7 and s11, 256 for s13 (built there alone).
   Case base_case() const {
     const bool head_dim_64_only = version() == 6 || version() == 7 || version() == 11;
-    return sm90_case(dtype(), head_dim_64_only ? Heads{64, 64} : Heads{128, 128});
+    return sm90_case(dtype(), head_dim_64_only ? Heads{64, 64} : version() == 13 ? Heads{256, 256} : Heads{128, 128});
   }
 };
 
@@ -494,7 +495,7 @@ TEST_P(GpuFlashSm90, AnyScale) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
-                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11)),
+                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11, 13)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));

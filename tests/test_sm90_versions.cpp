@@ -79,12 +79,16 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
   EXPECT_TRUE(version_built(64, 64, 7));
   EXPECT_TRUE(version_built(64, 64, 11));  // s11: s6's three consumer warpgroups, at head dim 64 alone
   EXPECT_FALSE(version_built(128, 128, 11));
+  EXPECT_TRUE(version_built(256, 256, 13));  // s13: s4's 80-key tiles, at head dim 256 alone
+  EXPECT_FALSE(version_built(128, 128, 13));
+  EXPECT_FALSE(version_built(64, 64, 13));
 }
 
 TEST(Sm90Versions, NumberedOnesExist) {
   using attnlab::cuda::sm90::version_exists;
-  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11}) EXPECT_TRUE(version_exists(v)) << v;
-  for (const int v : {-1, 0, 8, 9, 10, 12}) EXPECT_FALSE(version_exists(v)) << v;  // s0 retired, s8 … s10, s12 not kept
+  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13}) EXPECT_TRUE(version_exists(v)) << v;
+  // s0 retired; s8 … s10, s12 and s14 not kept
+  for (const int v : {-1, 0, 8, 9, 10, 12, 14}) EXPECT_FALSE(version_exists(v)) << v;
 }
 
 }  // namespace

@@ -221,10 +221,8 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
   pipe.release_k(s0, lane);
   if constexpr (Traits::kOwnOBuffer)
     if (tiles == 1) pipe.release_q(lane);  // the block's last Q·Kᵀ has read Q
-  {
-    float correction[2];  // O is still 0: nothing to rescale
-    scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
-  }
+  float correction[2];  // O is still 0: nothing to rescale after the first tile
+  scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
   probabilities_to_operand<Element>(s, a);
 
   for (int step = 1; step < tiles; ++step) {
@@ -245,6 +243,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
       ptx::wgmma_wait<0>();
     } else {
       c.mma.issue_qk(s, k_tile<Traits>(smem, now));
+      if constexpr (Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);  // the tile before's
       c.mma.issue_pv(o, a, v_tile<Traits>(smem, before));
       turns.end(step);
       ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
@@ -253,20 +252,20 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     pipe.release_k(now, lane);
     if constexpr (Traits::kOwnOBuffer)
       if (step == tiles - 1) pipe.release_q(lane);
-    float correction[2];
     scores_to_probabilities<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane, softmax, correction);
     if constexpr (!Traits::kPvBeforeQk) {
       ptx::wgmma_wait<0>();
       ptx::fence_registers(o);
       pipe.release_v(before, lane);
     }
-    OnlineSoftmax::rescale(o, correction);
+    if constexpr (!Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);
     probabilities_to_operand<Element>(s, a);
   }
 
   const std::uint32_t last = s0 + std::uint32_t(tiles - 1);
   pipe.wait_v(last);
   clear_keys_past_length<Traits>(kp, w, v_tile<Traits>(smem, last), consumer);
+  if constexpr (Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);
   turns.begin(tiles);
   c.mma.issue_pv(o, a, v_tile<Traits>(smem, last));
   turns.end(tiles);

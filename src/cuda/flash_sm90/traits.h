@@ -26,7 +26,7 @@ constexpr int swizzle_row_bytes(int head_qk) { return head_qk == 96 ? 64 : 128; 
 //     the next Q·Kᵀ is issued (Traits::kPvBeforeQk) and S and P are never live together.
 // Plain C++: the host side sizes the TMA boxes with it.
 constexpr int key_tile_rows(int head_qk, int version) {
-  if (head_qk == 256) return version == 4 ? 80 : 64;
+  if (head_qk == 256) return version == 4 || version == 13 ? 80 : 64;
   if (head_qk == 192) return 112;
   if (version == 7) return 256;
   return version == 4 && head_qk == 128 ? 176 : 128;
@@ -53,17 +53,21 @@ constexpr int compiled_version(int head_dim, int version) {
 
 // kVersionIndex: 1 = s1 (the next Q·Kᵀ issued with this tile's P·V, and ping-pong between the consumer
 // warpgroups), 2 = s2 (s1 with the softmax on raw scores: one FFMA and one MUFU.EX2 per probability; scale > 0
-// only), 3 = s3 (s2 in persistent CTAs walking a static list), 4 = s4 (s2 with 176-key tiles at head dim 128),
+// only), 3 = s3 (s2 in persistent CTAs walking a static list), 4 = s4 (s2 with 176-key tiles at head dim 128, 80
+// at 256),
 // 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits),
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
-// blocks from s5's counter); docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8, s9, s10 and
-// s12 were experiments not kept, their numbers not reused).
+// blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V); docs/perf-notes-flash-sm90.md
+// (s0, each GEMM waited for, is retired; s8, s9, s10, s12 and s14 were experiments not kept, their numbers not
+// reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
-  static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11, "kernel versions s1 … s7 and s11");
+  static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
+                    (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256),
+                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
   // s5, s7, s11: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one
@@ -73,6 +77,11 @@ struct Traits {
   // running together, so that the 256-key S and the P of the tile before never need registers at once (128 + 64
   // beside O's 32 would not fit in 224). The softmax still runs under the other warpgroup's GEMMs (ping-pong).
   static constexpr bool kPvBeforeQk = kVersion == 7;
+  // s13 (s4's 80-key tiles at head dim 256): O is rescaled by the tile before's correction right after Q·Kᵀ(j) is
+  // issued and before P·V(j − 1), while the tensor cores run the Q·Kᵀ, instead of after P·V(j − 1) has completed,
+  // where O's 128 multiplies per thread stand between that wait and the next turn (FlashAttention-3's
+  // RescaleOBeforeGemm above head dim 128).
+  static constexpr bool kRescaleBeforePv = kVersion == 13;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),

@@ -6,22 +6,26 @@
 
 namespace attnlab::cuda::sm90 {
 
-// The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7 and 11 (s1 … s7,
-// s11); 0 was s0, retired, and 8, 9, 10 and 12 experiments not kept (docs/perf-notes-flash-sm90.md), whose numbers
-// are not reused. s2 and later need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 12;  // one past the highest number (launch.cpp's dispatch asserts it)
-constexpr bool version_exists(int version) { return (version >= 1 && version <= 7) || version == 11; }
+// The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7, 11 and 13 (s1 …
+// s7, s11, s13); 0 was s0, retired, and 8, 9, 10, 12 and 14 experiments not kept (docs/perf-notes-flash-sm90.md),
+// whose numbers are not reused. s2 and later need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
+constexpr int kVersions = 14;  // one past the highest number (launch.cpp's dispatch asserts it)
+constexpr bool version_exists(int version) {
+  return (version >= 1 && version <= 7) || version == 11 || version == 13;
+}
 
 // Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
 // persistent versions keep a walk's state beside O: s3 is not at 256, where it spilled to local memory beside O's
 // 128 registers (and measured slower than s2), s5 not at 192/192 and 256, where it spilled with its consumers at
 // 224 registers, and at 256 with every split of the CTA's registers tried (traits.h;
 // docs/perf-notes-flash-sm90.md). s6's and s11's three consumer warpgroups and s7's 256-key tiles exist at head
-// dim 64 alone (traits.h, query_block_rows and key_tile_rows). The path refuses such a call by this rule.
+// dim 64 alone (traits.h, query_block_rows and key_tile_rows), s13 (s4 with O rescaled before P·V) at 256 alone.
+// The path refuses such a call by this rule.
 constexpr bool version_built(int head_qk, int head_v, int version) {
   if (version == 3) return head_qk != 256;
   if (version == 5) return head_qk != 256 && !(head_qk == 192 && head_v == 192);
   if (version == 6 || version == 7 || version == 11) return head_qk == 64 && head_v == 64;
+  if (version == 13) return head_qk == 256 && head_v == 256;
   return true;
 }
 
