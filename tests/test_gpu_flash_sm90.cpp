@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "cuda/flash_sm90/versions.h"  // version_exists, version_built: which versions run where
 #include "device_mirror.h"
 #include "harness.h"
 
@@ -92,9 +93,9 @@ using GridParam = std::tuple<DType, Shape, bool, int, Heads>;
 
 // A context that runs kernel version `version` of flash-sm90.
 attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[14];  // s1 … s7, s11 and s13 by index (0, 8, 9, 10 and 12 unused)
-  if (!((version >= 1 && version <= 7) || version == 11 || version == 13))
-    throw std::out_of_range("flash-sm90 has versions s1 … s7, s11 and s13");
+  static attnlab::Context contexts[attnlab::cuda::sm90::kVersions];  // by version number, unused ones included
+  if (!attnlab::cuda::sm90::version_exists(version))
+    throw std::out_of_range("flash-sm90 has no version " + std::to_string(version));
   attnlab::Tuning tuning = contexts[version].tuning();
   tuning.flash_config = version;
   contexts[version].set_tuning(tuning);
@@ -103,16 +104,11 @@ attnlab::Context& version_context(int version) {
 
 class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 
-// s3 is not built at head dim 256, s5 not at 192/192 and 256, s6, s7 and s11 at head dim 64 alone
-// (src/cuda/flash_sm90/versions.h, version_built): a call asking for them elsewhere must be refused by that rule,
-// before any launch. Returns whether the version runs at the case's head dims.
+// A version not built at a case's head dims (src/cuda/flash_sm90/versions.h, version_built: s3 not at 256, s5 not
+// at 192/192 and 256, s6, s7 and s11 at 64 alone, s13 at 256 alone) must be refused by that rule, before any
+// launch. Returns whether the version runs at the case's head dims.
 bool runs_or_is_refused(const Case& c, int version) {
-  const bool built = version == 3   ? c.Hqk != 256
-                     : version == 5 ? c.Hqk != 256 && !(c.Hqk == 192 && c.Hv == 192)
-                     : version == 6 || version == 7 || version == 11 ? c.Hqk == 64 && c.Hv == 64
-                     : version == 13                                 ? c.Hqk == 256 && c.Hv == 256
-                                                                     : true;
-  if (built) return true;
+  if (attnlab::cuda::sm90::version_built(int(c.Hqk), int(c.Hv), version)) return true;
   expect_forward_refused_on_device(c, "is not built at head dims " + std::to_string(c.Hqk) + "/" +
                                           std::to_string(c.Hv));
   return false;
@@ -198,10 +194,11 @@ class GpuFlashSm90 : public ::testing::TestWithParam<DtypeVersion> {
   void SetUp() override { ATTNLAB_REQUIRE_HOPPER(); }
   DType dtype() const { return std::get<0>(GetParam()); }
   int version() const { return std::get<1>(GetParam()); }
-  // The version's main head dims: 128, or 64 for s6, s7 and s11, 256 for s13 (built there alone).
+  // The version's main head dims: 128 where it is built there, else 64 (s6, s7, s11), else 256 (s13).
   Case base_case() const {
-    const bool head_dim_64_only = version() == 6 || version() == 7 || version() == 11;
-    return sm90_case(dtype(), head_dim_64_only ? Heads{64, 64} : version() == 13 ? Heads{256, 256} : Heads{128, 128});
+    for (const Heads heads : {Heads{128, 128}, Heads{64, 64}, Heads{256, 256}})
+      if (attnlab::cuda::sm90::version_built(int(heads.qk), int(heads.v), version())) return sm90_case(dtype(), heads);
+    throw std::logic_error("flash-sm90 version " + std::to_string(version()) + " is built at no tested head dim");
   }
 };
 
