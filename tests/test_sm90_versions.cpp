@@ -51,9 +51,9 @@ TEST(Sm90Versions, HeadDim64ByLengthAndMask) {
 TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
   EXPECT_EQ(default_version(problem(128, 4096, 4096), false), 5);
   EXPECT_EQ(default_version(problem(96, 512, 512), false), 5);
-  EXPECT_EQ(default_version(problem(256, 4096, 4096), false), 4);  // s5 is not built at 256; s4's 80-key tiles
-  EXPECT_EQ(default_version(problem(256, 512, 512), false), 4);
-  EXPECT_EQ(default_version(problem(256, 1024, 1024, true), false), 4);
+  EXPECT_EQ(default_version(problem(256, 4096, 4096), false), 13);  // s5 is not built at 256; s13: s4's tiles
+  EXPECT_EQ(default_version(problem(256, 512, 512), false), 13);
+  EXPECT_EQ(default_version(problem(256, 1024, 1024, true), false), 13);
   EXPECT_EQ(default_version(problem(256, 1023, 8192, true), false), 2);  // causal and short: s4 0.97× s2
   EXPECT_EQ(default_version(problem(256, 8192, 8192, false, 256), false), 2);  // windows: s4 not measured
   EXPECT_EQ(default_version(problem(256, 4096, 4096), true), 2);

@@ -40,7 +40,8 @@ const PolicyRow kRows[] = {
      "H200, one run each (docs/results/h200/sm90-s5-h64-h128.jsonl, sm90-s3-causal-s2.jsonl, sm90-h192.jsonl): "
      "flash-sm90 (s5) 541 / 580 / 600 TFLOP/s against cudnn's 521 / 554 / 569 at head dim 128, T = 4k / 8k / 16k, "
      "causal (1.04–1.05×; 1.01× at 2k); at head dim 256 s4 1.03 / 1.08 / 1.11 / 1.11× cudnn at T = 2k / 4k / 8k / "
-     "16k, 0.86 / 0.92× at 512 / 1k (two rounds, docs/results/h200/sm90-s4-h256.jsonl); 627 / 628 "
+     "16k, 0.86 / 0.92× at 512 / 1k (two rounds, docs/results/h200/sm90-s4-h256.jsonl), s13 (the default there "
+     "since) 1.02 / 1.10 / 1.13 / 1.11× and 0.84 / 0.92× (sm90-s13-ab-s13.jsonl, sm90-s13-ab-s4.jsonl); 627 / 628 "
      "against 559 / 587 at 192 (1.07–1.12×); 608 / 631 against 506 / 562 at 192/128 (1.12–1.20×); at head dim 64 "
      "cudnn leads (0.92–0.96×). flash-sm90 is named, not flash, so that a call it refuses goes to cudnn rather than "
      "to flash-sm80"},

@@ -39,9 +39,10 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
 // 2048 s7 (256-key tiles) from 512 without a mask (1.07–1.09× s5), s5 elsewhere (short sequences, and causal ones,
 // where s7's 256-key tiles waste half a tile on the diagonal: 0.86–0.99× s5). With a window s6 from 8192 and s5
 // below (s7 and s11 were not measured with windows). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at
-// 192/128); s2 at 192/192, where s5 is not built. At 256, where s5 is not built either, s4 (FlashAttention-3's
-// 80-key tiles: 1.00–1.08× s2 on the H200 in two alternating rounds, T = 512 … 16k without a mask and causal from
-// 1024), s2 for causal calls shorter than 1024 (s4 0.97× there) and with windows (s4 not measured with them).
+// 192/128); s2 at 192/192, where s5 is not built. At 256, where s5 is not built either, s13 (FlashAttention-3's
+// 80-key tiles, s4, with O rescaled before P·V is issued: s4 1.00–1.08× s2 on the H200 in two alternating rounds,
+// T = 512 … 16k without a mask and causal from 1024; s13 1.00–1.03× s4 in two more), s2 for causal calls shorter
+// than 1024 (s4 0.97× there, s13 0.99× s4) and with windows (neither measured with them).
 // `packed` (a packed variable-length batch): s5 at 64 and 128, where it was measured, s2 elsewhere.
 inline int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
@@ -49,7 +50,7 @@ inline int default_version(const core::Problem& p, bool packed) {
   if (packed) return h64 || (d.Hqk == 128 && d.Hv == 128) ? 5 : 2;
   const std::int64_t length = d.T < d.S ? d.T : d.S;
   const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
-  if (d.Hqk == 256 && d.Hv == 256) return window || (p.mask.causal && length < 1024) ? 2 : 4;
+  if (d.Hqk == 256 && d.Hv == 256) return window || (p.mask.causal && length < 1024) ? 2 : 13;
   if (!version_built(int(d.Hqk), int(d.Hv), 5)) return 2;  // 192/192
   if (!h64) return 5;
   if (window) return length >= 8192 ? 6 : 5;
