@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Builds attnlab for a GPU machine into one self-contained folder (default: build/gpu-dist):
-#   bin/attnlab, bin/launch_floor, bin/cudnn_direct, bin/test_gpu, bin/test_gpu_flash, bin/test_gpu_embed, bin/test_gpu_fp8, bin/test_gpu_fp8_recipe,
+#   bin/attnlab, bin/launch_floor, bin/clock_probe, bin/cudnn_direct, bin/test_gpu, bin/test_gpu_flash, bin/test_gpu_embed, bin/test_gpu_fp8, bin/test_gpu_fp8_recipe,
 #   bin/gpu_teardown,
 #   lib/libattnlab.so*, bench/ (peers.py, summary.py, decode_ab.py,
 #   flash_configs.py, flash_table.py, ncu_summary.py, flash_ab.py, flash_runs.py, workloads), run.sh, flash-check.sh
 #   (scripts/gpu-flash-check.sh), flash-profile.sh (scripts/gpu-flash-profile.sh), sm90-check.sh
 #   (scripts/gpu-sm90-check.sh), serving-check.sh (scripts/gpu-serving-check.sh), ring-check.sh
-#   (scripts/gpu-ring-check.sh), include/attnlab/version.h (for scripts/gpu-python.sh, the Python package there)
+#   (scripts/gpu-ring-check.sh), clock-check.sh (scripts/gpu-clock-check.sh), include/attnlab/version.h (for
+#   scripts/gpu-python.sh, the Python package there)
 # The folder needs nothing on the GPU machine beyond the NVIDIA driver, cuDNN and cuBLAS: the CUDA runtime is
 # linked statically, fmt/CLI11/nlohmann-json are header-only, GoogleTest is linked statically.
 # Kernels are compiled for sm_80 (A100, and sm_86/89 GPUs such as L4) and sm_90a (H100/H200).
@@ -41,11 +42,13 @@ cp "$root/scripts/gpu-flash-profile.sh" "$dist/flash-profile.sh"
 cp "$root/scripts/gpu-sm90-check.sh" "$dist/sm90-check.sh"
 cp "$root/scripts/gpu-serving-check.sh" "$dist/serving-check.sh"
 cp "$root/scripts/gpu-ring-check.sh" "$dist/ring-check.sh"
+cp "$root/scripts/gpu-clock-check.sh" "$dist/clock-check.sh"
 # The generated version header, for the Python extension built on the GPU machine (scripts/gpu-python.sh).
 mkdir -p "$dist/include/attnlab"
 cp "$build/include/attnlab/version.h" "$dist/include/attnlab/"
 cp "$root"/bench/peers.py "$root"/bench/summary.py "$root"/bench/flash_configs.py "$root"/bench/flash_table.py \
   "$root"/bench/ncu_summary.py "$root"/bench/ncu_stalls.py "$root"/bench/flash_ab.py "$root"/bench/flash_runs.py \
-  "$root"/bench/decode_peers.py "$root"/bench/decode_phases.py "$root"/bench/decode_ab.py "$root"/bench/python_overhead.py "$root"/bench/*.json "$dist/bench/"
+  "$root"/bench/decode_peers.py "$root"/bench/decode_phases.py "$root"/bench/decode_ab.py "$root"/bench/python_overhead.py \
+  "$root"/bench/clock_table.py "$root"/bench/*.json "$dist/bench/"
 du -sh "$dist"
 echo "gpu-build: ready in $dist — on the GPU machine run: $dist/run.sh [OUT_DIR]"
