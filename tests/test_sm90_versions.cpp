@@ -49,7 +49,13 @@ TEST(Sm90Versions, HeadDim64ByLengthAndMask) {
 }
 
 TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
-  EXPECT_EQ(default_version(problem(128, 4096, 4096), false), 5);
+  EXPECT_EQ(default_version(problem(128, 4096, 4096), false), 15);  // s15: s5 with FlashAttention-3's K/V order
+  EXPECT_EQ(default_version(problem(128, 512, 512, true), false), 15);
+  EXPECT_EQ(default_version(problem(128, 16384, 16384, true), false), 15);
+  EXPECT_EQ(default_version(problem(128, 8192, 8192, false, 256), false), 5);  // windows: s15 not measured
+  auto h192_128 = problem(192, 4096, 4096);
+  h192_128.dims.Hv = 128;
+  EXPECT_EQ(default_version(h192_128, false), 5);  // s15 is built at 128/128 alone
   EXPECT_EQ(default_version(problem(96, 512, 512), false), 5);
   EXPECT_EQ(default_version(problem(256, 4096, 4096), false), 13);  // s5 is not built at 256; s13: s4's tiles
   EXPECT_EQ(default_version(problem(256, 512, 512), false), 13);
@@ -82,13 +88,16 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
   EXPECT_TRUE(version_built(256, 256, 13));  // s13: s4's 80-key tiles, at head dim 256 alone
   EXPECT_FALSE(version_built(128, 128, 13));
   EXPECT_FALSE(version_built(64, 64, 13));
+  EXPECT_TRUE(version_built(128, 128, 15));  // s15: s5 with FlashAttention-3's K/V order, at head dim 128 alone
+  EXPECT_FALSE(version_built(64, 64, 15));
+  EXPECT_FALSE(version_built(256, 256, 15));
 }
 
 TEST(Sm90Versions, NumberedOnesExist) {
   using attnlab::cuda::sm90::version_exists;
-  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13}) EXPECT_TRUE(version_exists(v)) << v;
-  // s0 retired; s8 … s10, s12 and s14 not kept
-  for (const int v : {-1, 0, 8, 9, 10, 12, 14}) EXPECT_FALSE(version_exists(v)) << v;
+  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15}) EXPECT_TRUE(version_exists(v)) << v;
+  // s0 retired; s8 … s10, s12, s14 and s16 not kept; 16 is also past the list
+  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16}) EXPECT_FALSE(version_exists(v)) << v;
 }
 
 }  // namespace

@@ -63,14 +63,17 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11; s0 was retired, s8, s9, s10 and s12 not kept)",
+                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 13 = s13, 15 = s15; s0 was retired, s8, s9, s10, "
+                       "s12, s14 and s16 not kept)",
                        p.tuning->flash_config);
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",
                        v, v, d.Hqk, d.Hv,
-                       v == 6 || v == 11 ? "its three consumer warpgroups are built at head dim 64 alone"
-                       : v == 7          ? "its 256-key tiles are built at head dim 64 alone"
-                                         : "it spilled registers there");
+                       v == 6 || v == 11    ? "its three consumer warpgroups are built at head dim 64 alone"
+                       : v == 7             ? "its 256-key tiles are built at head dim 64 alone"
+                       : v == 13            ? "it is built at head dim 256 alone"
+                       : v == 15            ? "it is built at head dim 128 alone"
+                                            : "it spilled registers there");
   return tensor_map_rule(p);
 }
 
@@ -79,8 +82,8 @@ namespace {
 constexpr const char* kName = "flash-sm90";
 
 // The call's scratch: per-batch lengths that must be placed on the device (host tensors, strided ones; 2·B int32,
-// cuda/common/seqlens.h), then the block counter of s5, s7 and s11 where their CTAs walk several blocks (launch.h).
-// 16-byte pieces.
+// cuda/common/seqlens.h), then the block counter of s5, s7, s11 and s15 where their CTAs walk several blocks
+// (launch.h). 16-byte pieces.
 struct ScratchLayout {
   std::size_t counter_offset = 0, bytes = 0;
   bool counter = false;
@@ -128,7 +131,8 @@ class FlashSm90Path final : public core::Path {
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {
       // Device lengths of unit stride are read in place (no scratch); others are placed in the call's scratch, in
-      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11) starts at zero for every launch.
+      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11, s15) starts at zero for every
+      // launch.
       ScratchLease scratch(ctx, p, layout.bytes, stream, kName);
       if (p.has_seqlens()) {
         const DeviceSeqlens lengths =

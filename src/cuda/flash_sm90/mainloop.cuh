@@ -19,7 +19,9 @@ namespace attnlab::cuda::sm90 {
 
 // The producer's loads for one block: K of its first key tile, then Q once Q's shared memory is free (a persistent
 // CTA's previous block staged its output there; a fresh barrier passes at once), then V of that tile and both of
-// every further tile, each into the next free slot.
+// every further tile, each into the next free slot. With Traits::kKeysAheadOfValues (s15) V of each tile
+// follows K of the next (FlashAttention-3's order): the loads wait for their slots in program order, and K's slot
+// frees a P·V earlier than V's.
 template <class Traits>
 __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, std::uint32_t smem,
                         const BlockWork& w, const BlockSchedule& at) {
@@ -53,13 +55,22 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   for (int h = 0; h < Traits::kQKSlices; ++h)
     ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQSliceBytes, &kp.q, pipe.q_full(), Traits::kSliceCols * h,
                   w.q_row0 + w.m0, w.head, w.map_batch);
-  if (tiles > 0) load_v(w.tile_begin, at.step0);
-  // One tile per iteration: unrolled, the loop's loads held more registers than s11's 32-register producer has, and
-  // ptxas spilled them (traits.h, kProducerRegisters).
+  if constexpr (Traits::kKeysAheadOfValues) {
 #pragma unroll 1
-  for (int i = 1; i < tiles; ++i) {
-    load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
-    load_v(w.tile_begin + i, at.step0 + std::uint32_t(i));
+    for (int i = 1; i < tiles; ++i) {
+      load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
+      load_v(w.tile_begin + i - 1, at.step0 + std::uint32_t(i - 1));
+    }
+    if (tiles > 0) load_v(w.tile_begin + tiles - 1, at.step0 + std::uint32_t(tiles - 1));
+  } else {
+    if (tiles > 0) load_v(w.tile_begin, at.step0);
+    // One tile per iteration: unrolled, the loop's loads held more registers than s11's 32-register producer has,
+    // and ptxas spilled them (traits.h, kProducerRegisters).
+#pragma unroll 1
+    for (int i = 1; i < tiles; ++i) {
+      load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
+      load_v(w.tile_begin + i, at.step0 + std::uint32_t(i));
+    }
   }
 }
 
@@ -228,7 +239,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
   for (int step = 1; step < tiles; ++step) {
     const std::uint32_t now = s0 + std::uint32_t(step), before = now - 1u;
     pipe.wait_k(now);
-    pipe.wait_v(before);
+    if constexpr (!Traits::kKeysAheadOfValues) pipe.wait_v(before);
     turns.begin(step);
     if constexpr (Traits::kPvBeforeQk) {
       // P·V(step − 1) first and waited for within the turn: P's registers are free before Q·Kᵀ(step) writes S
@@ -244,6 +255,9 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     } else {
       c.mma.issue_qk(s, k_tile<Traits>(smem, now));
       if constexpr (Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);  // the tile before's
+      // s15: V waited for here, under the Q·Kᵀ just issued; the turn is held meanwhile, but the tensor cores
+      // are busy with this warpgroup's Q·Kᵀ, which the other's GEMMs would queue behind.
+      if constexpr (Traits::kKeysAheadOfValues) pipe.wait_v(before);
       c.mma.issue_pv(o, a, v_tile<Traits>(smem, before));
       turns.end(step);
       ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be

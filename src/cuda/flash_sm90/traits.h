@@ -32,9 +32,11 @@ constexpr int key_tile_rows(int head_qk, int version) {
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7 and s11.
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11 and s15.
 // Plain C++: the host side places the counter in the call's scratch for it.
-constexpr bool walks_dynamically(int version) { return version == 5 || version == 7 || version == 11; }
+constexpr bool walks_dynamically(int version) {
+  return version == 5 || version == 7 || version == 11 || version == 15;
+}
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
 constexpr int kConsumerRows = 64;
@@ -58,20 +60,22 @@ constexpr int compiled_version(int head_dim, int version) {
 // 5 = s5 (s2 in persistent CTAs that take their next block from a counter, O staged apart from Q where it fits),
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
-// blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V); docs/perf-notes-flash-sm90.md
-// (s0, each GEMM waited for, is retired; s8, s9, s10, s12 and s14 were experiments not kept, their numbers not
-// reused).
+// blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V), 15 = s15 (s5 at head dim
+// 128 with K loaded a tile ahead of V and V waited for inside the turn); docs/perf-notes-flash-sm90.md
+// (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14 and s16 were experiments not kept, their numbers
+// not reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
-                    (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256),
-                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone");
+                    (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
+                    (kVersion == 15 && kHeadQKDim == 128 && kHeadVDim == 128),
+                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
-  // s5, s7, s11: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk), one
-  // at a time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
+  // s5, s7, s11, s15: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk),
+  // one at a time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
   static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
   // s7: inside a warpgroup, P·V(j − 1) completes before Q·Kᵀ(j) is issued (mainloop.cuh), instead of the two
   // running together, so that the 256-key S and the P of the tile before never need registers at once (128 + 64
@@ -82,6 +86,12 @@ struct Traits {
   // where O's 128 multiplies per thread stand between that wait and the next turn (FlashAttention-3's
   // RescaleOBeforeGemm above head dim 128).
   static constexpr bool kRescaleBeforePv = kVersion == 13;
+  // s15 (s5 at head dim 128): FlashAttention-3's order of the K/V loads and waits. The producer loads K of tile
+  // j + 1 before V of tile j, so the K slot that Q·Kᵀ(j − 1) freed is refilled without waiting behind V's slot,
+  // which frees only when P·V(j − 2) completes; a consumer waits for V(j − 1) inside its turn, after Q·Kᵀ(j) is
+  // issued, so the V tile has that GEMM's time more to land (mainloop.cuh). At head dim 256 the same order on s13
+  // measured slower (docs/perf-notes-flash-sm90.md, s16).
+  static constexpr bool kKeysAheadOfValues = kVersion == 15;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -144,13 +154,13 @@ struct Traits {
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
   // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent CTA's
-  // next Q can only land once this block's O store has read them; in s5, s7 and s11 in a buffer of their own wherever
-  // it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free after the
-  // block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
+  // next Q can only land once this block's O store has read them; in s5, s7, s11 and s15 in a buffer of their own
+  // wherever it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free
+  // after the block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
   static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
   static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the
-  // dynamic walk's two item slots' full and empty barriers (s5, s7, s11); then those two slots' items (4 bytes
+  // dynamic walk's two item slots' full and empty barriers (s5, s7, s11, s15); then those two slots' items (4 bytes
   // each).
   static constexpr int kBarriers = 2 + 4 * kStages + 4;
   static constexpr int kTailBytes = 8 * kBarriers + 16;
@@ -164,7 +174,7 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5, s7 and s11 are built only where O fits apart (versions.h, version_built): their epilogue and Q release are
+  // s5, s7, s11 and s15 are built only where O fits apart (versions.h, version_built): their epilogue and Q release are
   // tested that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "the dynamic walk stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");

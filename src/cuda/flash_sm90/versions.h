@@ -6,12 +6,13 @@
 
 namespace attnlab::cuda::sm90 {
 
-// The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7, 11 and 13 (s1 …
-// s7, s11, s13); 0 was s0, retired, and 8, 9, 10, 12 and 14 experiments not kept (docs/perf-notes-flash-sm90.md),
-// whose numbers are not reused. s2 and later need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 14;  // one past the highest number (launch.cpp's dispatch asserts it)
+// The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7, 11, 13 and 15
+// (s1 … s7, s11, s13, s15); 0 was s0, retired, and 8, 9, 10, 12, 14 and 16 experiments not kept
+// (docs/perf-notes-flash-sm90.md), whose numbers are not reused. s2 and later need scale > 0; a call with another
+// scale runs s1 (flash_sm90_path.cpp).
+constexpr int kVersions = 16;  // one past the highest number (launch.cpp's dispatch asserts it)
 constexpr bool version_exists(int version) {
-  return (version >= 1 && version <= 7) || version == 11 || version == 13;
+  return (version >= 1 && version <= 7) || version == 11 || version == 13 || version == 15;
 }
 
 // Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
@@ -19,13 +20,15 @@ constexpr bool version_exists(int version) {
 // 128 registers (and measured slower than s2), s5 not at 192/192 and 256, where it spilled with its consumers at
 // 224 registers, and at 256 with every split of the CTA's registers tried (traits.h;
 // docs/perf-notes-flash-sm90.md). s6's and s11's three consumer warpgroups and s7's 256-key tiles exist at head
-// dim 64 alone (traits.h, query_block_rows and key_tile_rows), s13 (s4 with O rescaled before P·V) at 256 alone.
-// The path refuses such a call by this rule.
+// dim 64 alone (traits.h, query_block_rows and key_tile_rows), s13 (s4 with O rescaled before P·V) at 256 alone,
+// s15 (s5 with FlashAttention-3's order of K/V loads and waits) at 128 alone. The path refuses such a call by this
+// rule.
 constexpr bool version_built(int head_qk, int head_v, int version) {
   if (version == 3) return head_qk != 256;
   if (version == 5) return head_qk != 256 && !(head_qk == 192 && head_v == 192);
   if (version == 6 || version == 7 || version == 11) return head_qk == 64 && head_v == 64;
   if (version == 13) return head_qk == 256 && head_v == 256;
+  if (version == 15) return head_qk == 128 && head_v == 128;
   return true;
 }
 
@@ -38,8 +41,10 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
 // CTAs) from 2048 below that band and from 16384 on (1.02–1.05× the s7, s5 and s6 those rows ran before it); below
 // 2048 s7 (256-key tiles) from 512 without a mask (1.07–1.09× s5), s5 elsewhere (short sequences, and causal ones,
 // where s7's 256-key tiles waste half a tile on the diagonal: 0.86–0.99× s5). With a window s6 from 8192 and s5
-// below (s7 and s11 were not measured with windows). s5 at 96, 128 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at
-// 192/128); s2 at 192/192, where s5 is not built. At 256, where s5 is not built either, s13 (FlashAttention-3's
+// below (s7 and s11 were not measured with windows). At 128 s15 (s5 with FlashAttention-3's order of K/V loads and
+// waits: 1.00–1.02× s5 on the H200 from T = 4k, both masks, 0.98–1.01× below, within the rounds' spread), s5 with
+// windows (not measured there). s5 at 96 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2 at 192/192, where
+// s5 is not built. At 256, where s5 is not built either, s13 (FlashAttention-3's
 // 80-key tiles, s4, with O rescaled before P·V is issued: s4 1.00–1.08× s2 on the H200 in two alternating rounds,
 // T = 512 … 16k without a mask and causal from 1024; s13 1.00–1.03× s4 in two more), s2 for causal calls shorter
 // than 1024 (s4 0.97× there, s13 0.99× s4) and with windows (neither measured with them).
@@ -52,6 +57,7 @@ inline int default_version(const core::Problem& p, bool packed) {
   const bool window = p.mask.window_left >= 0 || p.mask.window_right >= 0;
   if (d.Hqk == 256 && d.Hv == 256) return window || (p.mask.causal && length < 1024) ? 2 : 13;
   if (!version_built(int(d.Hqk), int(d.Hv), 5)) return 2;  // 192/192
+  if (d.Hqk == 128 && d.Hv == 128) return window ? 5 : 15;
   if (!h64) return 5;
   if (window) return length >= 8192 ? 6 : 5;
   if (length >= (p.mask.causal ? 8192 : 4096) && length < 16384) return 6;
