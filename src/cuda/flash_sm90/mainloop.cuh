@@ -55,23 +55,17 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   for (int h = 0; h < Traits::kQKSlices; ++h)
     ptx::tma_load(smem + Traits::kQOffset + h * Traits::kQSliceBytes, &kp.q, pipe.q_full(), Traits::kSliceCols * h,
                   w.q_row0 + w.m0, w.head, w.map_batch);
-  if constexpr (Traits::kKeysAheadOfValues) {
+  // V's tile trails K's by `lag`: 0, or 1 in s15 (Traits::kKeysAheadOfValues).
+  constexpr int lag = Traits::kKeysAheadOfValues ? 1 : 0;
+  if (lag == 0 && tiles > 0) load_v(w.tile_begin, at.step0);
+  // One tile per iteration: unrolled, the loop's loads held more registers than s11's 32-register producer has, and
+  // ptxas spilled them (traits.h, kProducerRegisters).
 #pragma unroll 1
-    for (int i = 1; i < tiles; ++i) {
-      load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
-      load_v(w.tile_begin + i - 1, at.step0 + std::uint32_t(i - 1));
-    }
-    if (tiles > 0) load_v(w.tile_begin + tiles - 1, at.step0 + std::uint32_t(tiles - 1));
-  } else {
-    if (tiles > 0) load_v(w.tile_begin, at.step0);
-    // One tile per iteration: unrolled, the loop's loads held more registers than s11's 32-register producer has,
-    // and ptxas spilled them (traits.h, kProducerRegisters).
-#pragma unroll 1
-    for (int i = 1; i < tiles; ++i) {
-      load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
-      load_v(w.tile_begin + i, at.step0 + std::uint32_t(i));
-    }
+  for (int i = 1; i < tiles; ++i) {
+    load_k(w.tile_begin + i, at.step0 + std::uint32_t(i));
+    load_v(w.tile_begin + i - lag, at.step0 + std::uint32_t(i - lag));
   }
+  if (lag == 1 && tiles > 0) load_v(w.tile_begin + tiles - 1, at.step0 + std::uint32_t(tiles - 1));
 }
 
 // A consumer warpgroup's two GEMMs as wgmma chains, each issued and committed as one group. Q (A, K-major): this

@@ -43,11 +43,11 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
 // where s7's 256-key tiles waste half a tile on the diagonal: 0.86–0.99× s5). With a window s6 from 8192 and s5
 // below (s7 and s11 were not measured with windows). At 128 s15 (s5 with FlashAttention-3's order of K/V loads and
 // waits: 1.00–1.02× s5 on the H200 from T = 4k, both masks, 0.98–1.01× below, within the rounds' spread), s5 with
-// windows (not measured there). s5 at 96 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2 at 192/192, where
-// s5 is not built. At 256, where s5 is not built either, s13 (FlashAttention-3's
-// 80-key tiles, s4, with O rescaled before P·V is issued: s4 1.00–1.08× s2 on the H200 in two alternating rounds,
-// T = 512 … 16k without a mask and causal from 1024; s13 1.00–1.03× s4 in two more), s2 for causal calls shorter
-// than 1024 (s4 0.97× there, s13 0.99× s4) and with windows (neither measured with them).
+// windows (not measured there). s5 at 96 and 192/128 (1.03–1.07× s2 at 96, 1.03–1.23× at 192/128); s2 at
+// 192/192, where s5 is not built. At 256, where s5 is not built either, s13 (FlashAttention-3's 80-key tiles, s4,
+// with O rescaled before P·V is issued: s4 1.00–1.08× s2 on the H200 in two alternating rounds, T = 512 … 16k
+// without a mask and causal from 1024; s13 1.00–1.03× s4 in two more), s2 for causal calls shorter than 1024 (s4
+// 0.97× there, s13 0.99× s4) and with windows (neither measured with them).
 // `packed` (a packed variable-length batch): s5 at 64 and 128, where it was measured, s2 elsewhere.
 inline int default_version(const core::Problem& p, bool packed) {
   const auto& d = p.dims;
