@@ -29,6 +29,8 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   auto load_k = [&](int j, std::uint32_t step) {
     const int slot = Pipeline<Traits>::slot(step);
     pipe.producer_acquire_k(step);
+    if constexpr (Traits::kProbeNoLoads)
+      if (step >= Traits::kStages) return ptx::arrive(pipe.k_full(slot));
     ptx::arrive_expect_bytes(pipe.k_full(slot), Traits::kKBytes);
 #pragma unroll
     for (int h = 0; h < Traits::kQKSlices; ++h)
@@ -38,6 +40,8 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
   auto load_v = [&](int j, std::uint32_t step) {
     const int slot = Pipeline<Traits>::slot(step);
     pipe.producer_acquire_v(step);
+    if constexpr (Traits::kProbeNoLoads)
+      if (step >= Traits::kStages) return ptx::arrive(pipe.v_full(slot));
     ptx::arrive_expect_bytes(pipe.v_full(slot), Traits::kVBytes);
 #pragma unroll
     for (int h = 0; h < Traits::kVSlices; ++h)
@@ -180,7 +184,9 @@ template <class Traits>
 __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
                                                         const BlockWork& w, int key0, int lane,
                                                         OnlineSoftmax& softmax, float (&correction)[2]) {
-  if constexpr (Traits::kVersion >= 2) {
+  if constexpr (Traits::kProbeNoSoftmax) {
+    correction[0] = correction[1] = 1.0f;
+  } else if constexpr (Traits::kVersion >= 2) {
     mask_scores<Traits>(s, c, w, key0, lane);
     softmax.fold_raw(s, c.scale_log2, correction);
   } else {
@@ -266,7 +272,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
       ptx::fence_registers(o);
       pipe.release_v(before, lane);
     }
-    if constexpr (!Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);
+    if constexpr (!Traits::kRescaleBeforePv && !Traits::kProbeNoSoftmax) OnlineSoftmax::rescale(o, correction);
     probabilities_to_operand<Element>(s, a);
   }
 
