@@ -57,14 +57,14 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("bias and boolean masks run on path=flash-sm80 (path=flash chooses it)");
   if (d.T > INT_MAX / 2 || d.S > INT_MAX / 2) return std::string("T and S must be below 2^30");
   if (d.N > 65535 || d.B > 65535) return std::string("N and B must each be at most 65535 (grid limits)");
-  // Packing query heads (query_packing.h) and s6's and s11's 192-row blocks only ever shrink the grid, so the rule is
+  // Packing query heads (query_packing.h) and s6's, s11's and s20's 192-row blocks only ever shrink the grid, so the rule is
   // stated for 128-row blocks.
   if (block_count(p, unpacked(128)) >= (std::int64_t(1) << 31))
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 13 = s13, 15 = s15; s0 was retired, s8, s9, s10, "
-                       "s12, s14 and s16 not kept)",
+                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 13 = s13, 15 = s15, 20 = s20; s0 was retired, s8, "
+                       "s9, s10, s12, s14 and s16 not kept, 17–19 were probes)",
                        p.tuning->flash_config);
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",
@@ -72,7 +72,7 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
                        v == 6 || v == 11    ? "its three consumer warpgroups are built at head dim 64 alone"
                        : v == 7             ? "its 256-key tiles are built at head dim 64 alone"
                        : v == 13            ? "it is built at head dim 256 alone"
-                       : v == 15            ? "it is built at head dim 128 alone"
+                       : v == 15 || v == 20 ? "it is built at head dim 128 alone"
                                             : "it spilled registers there");
   return tensor_map_rule(p);
 }
@@ -82,7 +82,7 @@ namespace {
 constexpr const char* kName = "flash-sm90";
 
 // The call's scratch: per-batch lengths that must be placed on the device (host tensors, strided ones; 2·B int32,
-// cuda/common/seqlens.h), then the block counter of s5, s7, s11 and s15 where their CTAs walk several blocks
+// cuda/common/seqlens.h), then the block counter of s5, s7, s11, s15 and s20 where their CTAs walk several blocks
 // (launch.h). 16-byte pieces.
 struct ScratchLayout {
   std::size_t counter_offset = 0, bytes = 0;
@@ -131,7 +131,7 @@ class FlashSm90Path final : public core::Path {
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {
       // Device lengths of unit stride are read in place (no scratch); others are placed in the call's scratch, in
-      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11, s15) starts at zero for every
+      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11, s15, s20) starts at zero for every
       // launch.
       ScratchLease scratch(ctx, p, layout.bytes, stream, kName);
       if (p.has_seqlens()) {

@@ -32,20 +32,20 @@ constexpr int key_tile_rows(int head_qk, int version) {
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11 and s15.
-// Plain C++: the host side places the counter in the call's scratch for it.
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11, s15
+// and s20. Plain C++: the host side places the counter in the call's scratch for it.
 constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 11 || version == 15;
+  return version == 5 || version == 7 || version == 11 || version == 15 || version == 20;
 }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
 constexpr int kConsumerRows = 64;
 
-// Query rows per block at a kernel version: 128 (two consumer warpgroups), except s6's and s11's 192 (three; built
-// at head dim 64 alone, where the softmax's share of a tile is largest and 64 + 32 + 32 registers of S, P and O leave
-// room for a third warpgroup: FlashAttention-3's choice there). Plain C++: the host side sizes the grid and Q's TMA box
-// with it.
-constexpr int query_block_rows(int version) { return version == 6 || version == 11 ? 192 : 128; }
+// Query rows per block at a kernel version: 128 (two consumer warpgroups), except s6's, s11's and s20's 192 (three;
+// s6 and s11 at head dim 64 alone, where the softmax's share of a tile is largest and 64 + 32 + 32 registers of S, P
+// and O leave room for a third warpgroup: FlashAttention-3's choice there; s20 at 128, where S and P are never live
+// together: Traits::kPvBeforeQk). Plain C++: the host side sizes the grid and Q's TMA box with it.
+constexpr int query_block_rows(int version) { return version == 6 || version == 11 || version == 20 ? 192 : 128; }
 
 // The version whose instance a call of `version` runs: s4 differs from s2 only where its key tiles do, so at the
 // other head dims it is s2's instance (src/CMakeLists.txt compiles s4 at head dims 128 and 256 alone).
@@ -61,26 +61,28 @@ constexpr int compiled_version(int head_dim, int version) {
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
 // blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V), 15 = s15 (s5 at head dim
-// 128 with K loaded a tile ahead of V and V waited for inside the turn); docs/perf-notes-flash-sm90.md
-// (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14 and s16 were experiments not kept, their numbers
-// not reused).
+// 128 with K loaded a tile ahead of V and V waited for inside the turn), 20 = s20 (s11 at head dim 128: three
+// consumer warpgroups, each P·V finished before the next Q·Kᵀ as in s7); docs/perf-notes-flash-sm90.md
+// (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14 and s16 were experiments not kept, 17–19 probes
+// that computed no attention, their numbers not reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
                     (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
-                    (kVersion == 15 && kHeadQKDim == 128 && kHeadVDim == 128),
-                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 at 128 alone");
+                    ((kVersion == 15 || kVersion == 20) && kHeadQKDim == 128 && kHeadVDim == 128),
+                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 and s20 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
-  // s5, s7, s11, s15: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk),
+  // s5, s7, s11, s15, s20: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk),
   // one at a time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a grid of CTAs.
   static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
   // s7: inside a warpgroup, P·V(j − 1) completes before Q·Kᵀ(j) is issued (mainloop.cuh), instead of the two
   // running together, so that the 256-key S and the P of the tile before never need registers at once (128 + 64
   // beside O's 32 would not fit in 224). The softmax still runs under the other warpgroup's GEMMs (ping-pong).
-  static constexpr bool kPvBeforeQk = kVersion == 7;
+  // s20 likewise at head dim 128, where S, P and O (64 + 32 + 64) would not fit in three warpgroups' 160.
+  static constexpr bool kPvBeforeQk = kVersion == 7 || kVersion == 20;
   // s13 (s4's 80-key tiles at head dim 256): O is rescaled by the tile before's correction right after Q·Kᵀ(j) is
   // issued and before P·V(j − 1), while the tensor cores run the Q·Kᵀ, instead of after P·V(j − 1) has completed,
   // where O's 128 multiplies per thread stand between that wait and the next turn (FlashAttention-3's
@@ -105,8 +107,10 @@ struct Traits {
   static constexpr int kBlockN = key_tile_rows(kHeadQKDim, kVersion);
   static constexpr int kRowsPerConsumer = kConsumerRows;
   static constexpr int kConsumers = kBlockM / kRowsPerConsumer;
-  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadQKDim == 64 && kHeadVDim == 64),
-                "three consumer warpgroups at head dim 64 only (their registers: below)");
+  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadQKDim == 64 && kHeadVDim == 64) ||
+                    (kConsumers == 3 && kPvBeforeQk && kHeadQKDim == 128 && kHeadVDim == 128),
+                "three consumer warpgroups at head dim 64, or at 128 with S and P never live together (registers: "
+                "below)");
   static constexpr int kThreads = 128 * (1 + kConsumers);
   static constexpr int kStages = 2;  // K and V slots each
   // Registers per consumer thread for the S tile, its P operand and the O accumulator (wgmma's 64 × N layout:
