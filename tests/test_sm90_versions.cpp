@@ -91,13 +91,16 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
   EXPECT_TRUE(version_built(128, 128, 15));  // s15: s5 with FlashAttention-3's K/V order, at head dim 128 alone
   EXPECT_FALSE(version_built(64, 64, 15));
   EXPECT_FALSE(version_built(256, 256, 15));
+  EXPECT_TRUE(version_built(128, 128, 21));  // s21: s15 with the lazy rescale, at head dim 128 alone
+  EXPECT_FALSE(version_built(64, 64, 21));
+  EXPECT_FALSE(version_built(256, 256, 21));
 }
 
 TEST(Sm90Versions, NumberedOnesExist) {
   using attnlab::cuda::sm90::version_exists;
-  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15}) EXPECT_TRUE(version_exists(v)) << v;
-  // s0 retired; s8 … s10, s12, s14, s16 and s20 not kept; 17 … 19 probes; 16 is also past the list
-  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21}) EXPECT_FALSE(version_exists(v)) << v;
+  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 21}) EXPECT_TRUE(version_exists(v)) << v;
+  // s0 retired; s8 … s10, s12, s14, s16 and s20 not kept; 17 … 19 probes; 22 is past the list
+  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 22}) EXPECT_FALSE(version_exists(v)) << v;
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 13 = s13, 15 = s15; s0 was retired, s8, s9, s10, "
+                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 13 = s13, 15 = s15, 21 = s21; s0 was retired, s8, s9, s10, "
                        "s12, s14, s16 and s20 not kept, 17 … 19 were probes)",
                        p.tuning->flash_config);
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
@@ -72,7 +72,7 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
                        v == 6 || v == 11    ? "its three consumer warpgroups are built at head dim 64 alone"
                        : v == 7             ? "its 256-key tiles are built at head dim 64 alone"
                        : v == 13            ? "it is built at head dim 256 alone"
-                       : v == 15            ? "it is built at head dim 128 alone"
+                       : v == 15 || v == 21 ? "it is built at head dim 128 alone"
                                             : "it spilled registers there");
   return tensor_map_rule(p);
 }

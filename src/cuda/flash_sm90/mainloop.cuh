@@ -182,7 +182,7 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
                                                         OnlineSoftmax& softmax, float (&correction)[2]) {
   if constexpr (Traits::kVersion >= 2) {
     mask_scores<Traits>(s, c, w, key0, lane);
-    softmax.fold_raw(s, c.scale_log2, correction);
+    softmax.fold_raw<Traits::kLazyRescale>(s, c.scale_log2, correction);
   } else {
     prepare_scores<Traits>(s, c, w, key0, lane);
     softmax.fold(s, correction);
@@ -266,7 +266,13 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
       ptx::fence_registers(o);
       pipe.release_v(before, lane);
     }
-    if constexpr (!Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);
+    if constexpr (Traits::kLazyRescale) {
+      // s21: O is multiplied only where some row of the warp moved its reference (a warp-uniform branch).
+      if (__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f))
+        OnlineSoftmax::rescale(o, correction);
+    } else if constexpr (!Traits::kRescaleBeforePv) {
+      OnlineSoftmax::rescale(o, correction);
+    }
     probabilities_to_operand<Element>(s, a);
   }
 

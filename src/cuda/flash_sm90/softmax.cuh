@@ -79,10 +79,18 @@ struct OnlineSoftmax {
       }
   }
 
+  // How far a tile's maximum may rise above a row's reference maximum (log2 units) before the reference moves, in
+  // fold_raw<true> (s21): probabilities then reach 2^8, which f32 sums and the 16-bit P operand hold exactly as well
+  // as values below 1 (FlashAttention-4's lazy rescale).
+  static constexpr float kLazyRescaleLog2 = 8.0f;
+
   // fold() on raw scores (version s2): the row maximum is taken over raw q·k and scaled once per row, each
   // probability is one FFMA and one MUFU.EX2. Needs scale_log2 > 0, where max(s · c) = c · max(s) (the path runs
-  // s1 for other scales). row_max stays in log2 units, as the epilogue's LSE expects.
-  template <int kRegs>
+  // s1 for other scales). row_max stays in log2 units, as the epilogue's LSE expects. With kLazy (s21) row_max is a
+  // reference rather than the maximum: it moves only when the tile's maximum exceeds it by more than
+  // kLazyRescaleLog2, and the correction is exactly 1 otherwise, so O's rescale can be skipped (mainloop.cuh). The
+  // result is the same: O and the sum are taken against the same reference, and the LSE adds log2 of that sum.
+  template <bool kLazy = false, int kRegs>
   __device__ void fold_raw(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -91,9 +99,12 @@ struct OnlineSoftmax {
       for (int j = 0; j < kRegs / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float new_max = fmaxf(row_max[h], mx * scale_log2);  // −inf · c = −inf for c > 0
+      const float tile_max = mx * scale_log2;  // −inf · c = −inf for c > 0
+      // −inf + 8 is −inf: a row's first visible key always sets its reference.
+      const float new_max =
+          !kLazy ? fmaxf(row_max[h], tile_max) : (tile_max > row_max[h] + kLazyRescaleLog2 ? tile_max : row_max[h]);
       const float base = new_max == -INFINITY ? 0.0f : new_max;
-      correction[h] = ptx::exp2_ftz(row_max[h] - base);
+      correction[h] = kLazy && new_max == row_max[h] ? 1.0f : ptx::exp2_ftz(row_max[h] - base);
       row_max[h] = new_max;
       float sum = 0.0f;
 #pragma unroll

@@ -32,10 +32,10 @@ constexpr int key_tile_rows(int head_qk, int version) {
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11 and s15.
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11, s15, s21.
 // Plain C++: the host side places the counter in the call's scratch for it.
 constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 11 || version == 15;
+  return version == 5 || version == 7 || version == 11 || version == 15 || version == 21;
 }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
@@ -61,7 +61,8 @@ constexpr int compiled_version(int head_dim, int version) {
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
 // blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V), 15 = s15 (s5 at head dim
-// 128 with K loaded a tile ahead of V and V waited for inside the turn); docs/perf-notes-flash-sm90.md
+// 128 with K loaded a tile ahead of V and V waited for inside the turn), 21 = s21 (s15 with FlashAttention-4's lazy
+// rescale); docs/perf-notes-flash-sm90.md
 // (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14, s16 and s20 were experiments not kept, 17–19
 // probes that computed no attention, their numbers not reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
@@ -70,8 +71,8 @@ struct Traits {
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
                     (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
-                    (kVersion == 15 && kHeadQKDim == 128 && kHeadVDim == 128),
-                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 at 128 alone");
+                    ((kVersion == 15 || kVersion == 21) && kHeadQKDim == 128 && kHeadVDim == 128),
+                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 and s21 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
   // s5, s7, s11, s15: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh, DynamicWalk),
@@ -91,7 +92,11 @@ struct Traits {
   // which frees only when P·V(j − 2) completes; a consumer waits for V(j − 1) inside its turn, after Q·Kᵀ(j) is
   // issued, so the V tile has that GEMM's time more to land (mainloop.cuh). At head dim 256 the same order on s13
   // measured slower (docs/perf-notes-flash-sm90.md, s16).
-  static constexpr bool kKeysAheadOfValues = kVersion == 15;
+  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 21;
+  // s21 (s15 with FlashAttention-4's lazy rescale): a row's reference maximum moves only when a tile's maximum
+  // exceeds it by more than 2^8 (softmax.cuh, fold_raw), and O is multiplied only in the warps where one did, so
+  // once a block's maxima settle most tiles skip O's 64 multiplies per thread (mainloop.cuh).
+  static constexpr bool kLazyRescale = kVersion == 21;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
