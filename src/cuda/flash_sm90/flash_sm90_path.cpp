@@ -64,7 +64,7 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
                        "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 13 = s13, 15 = s15; s0 was retired, s8, s9, s10, "
-                       "s12, s14, s16 and s20 not kept, 17 … 19 were probes)",
+                       "s12, s14, s16, s20 and s21 not kept, 17 … 19 were probes)",
                        p.tuning->flash_config);
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",

@@ -62,7 +62,7 @@ constexpr int compiled_version(int head_dim, int version) {
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
 // blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V), 15 = s15 (s5 at head dim
 // 128 with K loaded a tile ahead of V and V waited for inside the turn); docs/perf-notes-flash-sm90.md
-// (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14, s16 and s20 were experiments not kept, 17–19
+// (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14, s16, s20 and s21 were experiments not kept, 17–19
 // probes that computed no attention, their numbers not reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {

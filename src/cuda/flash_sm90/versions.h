@@ -7,7 +7,7 @@
 namespace attnlab::cuda::sm90 {
 
 // The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7, 11, 13 and 15
-// (s1 … s7, s11, s13, s15); 0 was s0, retired, 8, 9, 10, 12, 14, 16 and 20 experiments not kept and 17–19
+// (s1 … s7, s11, s13, s15); 0 was s0, retired, 8, 9, 10, 12, 14, 16, 20 and 21 experiments not kept and 17–19
 // probes that computed no attention (docs/perf-notes-flash-sm90.md), whose numbers are not reused. s2 and later
 // need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
 constexpr int kVersions = 16;  // one past the highest number (launch.cpp's dispatch asserts it)
