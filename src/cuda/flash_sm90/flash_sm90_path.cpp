@@ -35,6 +35,16 @@ int call_version(const core::Problem& p, bool packed) {
   return v >= 2 && (!(p.scale > 0.0f) || p.softcap > 0.0f) ? 1 : v;
 }
 
+namespace {
+// "1 = s1, 2 = s2, …" over the versions that exist (versions.h), so that a refusal names the list as built.
+std::string version_list() {
+  std::string list;
+  for (int v = 0; v < kVersions; ++v)
+    if (version_exists(v)) list += fmt::format("{}{} = s{}", list.empty() ? "" : ", ", v, v);
+  return list;
+}
+}  // namespace
+
 std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
   if (p.direction == core::Direction::backward)
     return std::string("forward only; backward runs on path=cudnn or path=cuda-naive");
@@ -62,10 +72,9 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
   if (block_count(p, unpacked(128)) >= (std::int64_t(1) << 31))
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
-    return fmt::format("flash_config = {} names no kernel version (flash-sm90 has 1 = s1, 2 = s2, 3 = s3, 4 = "
-                       "s4, 5 = s5, 6 = s6, 7 = s7, 11 = s11, 13 = s13, 15 = s15; s0 was retired, s8, s9, s10, "
-                       "s12, s14, s16, s20 and s21 not kept, 17 … 19 were probes)",
-                       p.tuning->flash_config);
+    return fmt::format("flash_config = {} names no kernel version (flash-sm90 has {}; s0 was retired, s8, s9, "
+                       "s10, s12, s14, s16, s20 and s21 not kept, 17 … 19 were probes)",
+                       p.tuning->flash_config, version_list());
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",
                        v, v, d.Hqk, d.Hv,
