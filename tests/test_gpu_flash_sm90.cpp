@@ -25,88 +25,22 @@
 #include "cuda/flash_sm90/versions.h"  // version_exists, version_built: which versions run where
 #include "device_mirror.h"
 #include "harness.h"
+#include "sm90_test_support.h"
 
 namespace attnlab_test {
 namespace {
-
-std::string hopper_unavailable() {
-  const std::string why = gpu_unavailable();
-  if (!why.empty()) return why;
-#if ATTNLAB_WITH_CUDA
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  if (major != 9 || minor != 0)
-    return "flash-sm90 needs compute capability 9.0; this GPU is " + std::to_string(major) + "." +
-           std::to_string(minor);
-  return "";
-#else
-  return "built without CUDA";
-#endif
-}
-
-#define ATTNLAB_REQUIRE_HOPPER()                                                   \
-  do {                                                                             \
-    const std::string why_not_hopper = hopper_unavailable();                       \
-    if (!why_not_hopper.empty()) GTEST_SKIP() << "GPU test skipped: " << why_not_hopper; \
-  } while (0)
-
-// Head dims of Q·Kᵀ and of V.
-struct Heads {
-  std::int64_t qk, v;
-};
-constexpr Heads kEveryHeads[] = {{64, 64}, {96, 96}, {128, 128}, {192, 192}, {192, 128}, {256, 256}};
-
-std::string heads_name(const Heads& h) {
-  return std::to_string(h.qk) + (h.v != h.qk ? "x" + std::to_string(h.v) : "");
-}
-
-Case sm90_case(DType dtype, Heads heads = {128, 128}) {
-  Case c;
-  c.device = Device::cuda;
-  c.path = "flash-sm90";
-  c.dtype = dtype;
-  c.Hqk = heads.qk;
-  c.Hv = heads.v;
-  return c;
-}
-
-// One binary-wide non-blocking stream, never destroyed (destroying it at exit could run after the runtime).
-void* nonblocking_stream() {
-#if ATTNLAB_WITH_CUDA
-  static cudaStream_t s = [] {
-    cudaStream_t created = nullptr;
-    if (cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking) != cudaSuccess) ADD_FAILURE() << "no stream";
-    return created;
-  }();
-  return s;
-#else
-  return nullptr;
-#endif
-}
 
 struct Shape {
   std::int64_t T, S;
 };
 // dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1 … 7 = s7, 11 = s11, 13 = s13,
-// 15 = s15), head dim
+// 15 = s15, 26 = s26), head dim
 using GridParam = std::tuple<DType, Shape, bool, int, Heads>;
-
-// A context that runs kernel version `version` of flash-sm90.
-attnlab::Context& version_context(int version) {
-  static attnlab::Context contexts[attnlab::cuda::sm90::kVersions];  // by version number, unused ones included
-  if (!attnlab::cuda::sm90::version_exists(version))
-    throw std::out_of_range("flash-sm90 has no version " + std::to_string(version));
-  attnlab::Tuning tuning = contexts[version].tuning();
-  tuning.flash_config = version;
-  contexts[version].set_tuning(tuning);
-  return contexts[version];
-}
 
 class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 
 // A version not built at a case's head dims (src/cuda/flash_sm90/versions.h, version_built: s3 not at 256, s5 not
-// at 192/192 and 256, s6, s7 and s11 at 64 alone, s13 at 256 alone, s15 at 128 alone) must be refused by that
+// at 192/192 and 256, s6, s7 and s11 at 64 alone, s13 at 256 alone, s15 and s26 at 128 alone) must be refused by that
 // rule, before any launch. Returns whether the version runs at the case's head dims.
 bool runs_or_is_refused(const Case& c, int version) {
   if (attnlab::cuda::sm90::version_built(int(c.Hqk), int(c.Hv), version)) return true;
@@ -151,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15, 26),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
 // Head dims 64, 96 (the 64-byte swizzle), 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the
@@ -185,7 +119,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDim64Only, GpuFlashSm90Grid,
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15, 26),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
 
@@ -493,7 +427,7 @@ TEST_P(GpuFlashSm90, AnyScale) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
-                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11, 13, 15)),
+                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 26)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
@@ -602,8 +536,8 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   ATTNLAB_TEST_RNG(rng);
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  // s0 retired, s8 … s10, s12, s14, s16, s20 and s21 not kept, 17 … 19 probes; 22 is past them
-  for (const int index : {0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22}) {
+  // s0 retired, s8 … s10, s12, s14, s16, s20, s21, s24 and s25 not kept, 17 … 19, 22 and 23 probes; 27 is past them
+  for (const int index : {0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27}) {
     tuning.flash_config = index;
     tuned.set_tuning(tuning);
     const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));

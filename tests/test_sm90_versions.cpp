@@ -49,13 +49,13 @@ TEST(Sm90Versions, HeadDim64ByLengthAndMask) {
 }
 
 TEST(Sm90Versions, OtherHeadDimsAndPackedBatches) {
-  EXPECT_EQ(default_version(problem(128, 4096, 4096), false), 15);  // s15: s5 with FlashAttention-3's K/V order
-  EXPECT_EQ(default_version(problem(128, 512, 512, true), false), 15);
-  EXPECT_EQ(default_version(problem(128, 16384, 16384, true), false), 15);
-  EXPECT_EQ(default_version(problem(128, 8192, 8192, false, 256), false), 5);  // windows: s15 not measured
+  EXPECT_EQ(default_version(problem(128, 4096, 4096), false), 26);  // s26: s15 with lazy row maxima
+  EXPECT_EQ(default_version(problem(128, 512, 512, true), false), 26);
+  EXPECT_EQ(default_version(problem(128, 16384, 16384, true), false), 26);
+  EXPECT_EQ(default_version(problem(128, 8192, 8192, false, 256), false), 5);  // windows: s15, s26 not measured
   auto h192_128 = problem(192, 4096, 4096);
   h192_128.dims.Hv = 128;
-  EXPECT_EQ(default_version(h192_128, false), 5);  // s15 is built at 128/128 alone
+  EXPECT_EQ(default_version(h192_128, false), 5);  // s15 and s26 are built at 128/128 alone
   EXPECT_EQ(default_version(problem(96, 512, 512), false), 5);
   EXPECT_EQ(default_version(problem(256, 4096, 4096), false), 13);  // s5 is not built at 256; s13: s4's tiles
   EXPECT_EQ(default_version(problem(256, 512, 512), false), 13);
@@ -91,13 +91,18 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
   EXPECT_TRUE(version_built(128, 128, 15));  // s15: s5 with FlashAttention-3's K/V order, at head dim 128 alone
   EXPECT_FALSE(version_built(64, 64, 15));
   EXPECT_FALSE(version_built(256, 256, 15));
+  EXPECT_TRUE(version_built(128, 128, 26));  // s26: s15 with lazy row maxima, at head dim 128 alone
+  EXPECT_FALSE(version_built(64, 64, 26));
+  EXPECT_FALSE(version_built(256, 256, 26));
 }
 
 TEST(Sm90Versions, NumberedOnesExist) {
   using attnlab::cuda::sm90::version_exists;
-  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15}) EXPECT_TRUE(version_exists(v)) << v;
-  // s0 retired; s8 … s10, s12, s14, s16, s20 and s21 not kept; 17 … 19 probes; 16 is also past the list
-  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22}) EXPECT_FALSE(version_exists(v)) << v;
+  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 26}) EXPECT_TRUE(version_exists(v)) << v;
+  // s0 retired; s8 … s10, s12, s14, s16, s20, s21, s24 and s25 not kept; 17 … 19, 22 and 23 probes; 27 is past
+  // the list
+  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27})
+    EXPECT_FALSE(version_exists(v)) << v;
 }
 
 }  // namespace
