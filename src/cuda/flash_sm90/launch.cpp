@@ -32,7 +32,11 @@ void launch_where_built(const KernelParams& params, int device, cudaStream_t str
 
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 16);
+  static_assert(kVersions == 26);
+  if (version == 25) return launch_where_built<Element, kHeadQK, kHeadV, 25>(params, device, stream);
+  if (version == 24) return launch_where_built<Element, kHeadQK, kHeadV, 24>(params, device, stream);
+  if (version == 23) return launch_where_built<Element, kHeadQK, kHeadV, 23>(params, device, stream);
+  if (version == 22) return launch_where_built<Element, kHeadQK, kHeadV, 22>(params, device, stream);
   if (version == 15) return launch_where_built<Element, kHeadQK, kHeadV, 15>(params, device, stream);
   if (version == 13) return launch_where_built<Element, kHeadQK, kHeadV, 13>(params, device, stream);
   if (version == 11) return launch_where_built<Element, kHeadQK, kHeadV, 11>(params, device, stream);

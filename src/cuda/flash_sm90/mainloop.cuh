@@ -180,9 +180,15 @@ template <class Traits>
 __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
                                                         const BlockWork& w, int key0, int lane,
                                                         OnlineSoftmax& softmax, float (&correction)[2]) {
-  if constexpr (Traits::kVersion >= 2) {
+  if constexpr (Traits::kProbeNoMax) {
     mask_scores<Traits>(s, c, w, key0, lane);
-    softmax.fold_raw(s, c.scale_log2, correction);
+    if (key0 == w.tile_begin * Traits::kBlockN)
+      softmax.fold_raw(s, c.scale_log2, correction);
+    else
+      softmax.fold_raw_stale(s, c.scale_log2, correction);
+  } else if constexpr (Traits::kVersion >= 2) {
+    mask_scores<Traits>(s, c, w, key0, lane);
+    softmax.template fold_raw<Traits::kPolyExpEvery, Traits::kProbeExpAsMul>(s, c.scale_log2, correction);
   } else {
     prepare_scores<Traits>(s, c, w, key0, lane);
     softmax.fold(s, correction);
@@ -266,7 +272,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
       ptx::fence_registers(o);
       pipe.release_v(before, lane);
     }
-    if constexpr (!Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);
+    if constexpr (!Traits::kRescaleBeforePv && !Traits::kProbeNoMax) OnlineSoftmax::rescale(o, correction);
     probabilities_to_operand<Element>(s, a);
   }
 

@@ -169,6 +169,23 @@ __device__ __forceinline__ float exp2_ftz(float x) {
   return y;
 }
 
+// 2^x on the FMA pipes instead of MUFU.EX2 (FlashAttention-4's emulation): x = n + f with n = rint(x) from the
+// 1.5 · 2^23 rounding trick and f in [-0.5, 0.5], 2^f from a degree-3 polynomial (relative error 1.0 · 10^-4,
+// below a 16-bit P's rounding; coefficients fitted for minimal maximum relative error with p(0) = 1), and n added
+// to the result's exponent bits. x is clamped to -127 first, where the sum of the bits is exactly +0 (p(0) = 1:
+// what ex2.approx.ftz gives for -inf); NaN stays NaN (max.NaN).
+__device__ __forceinline__ float exp2_fma(float x) {
+  float xc;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(xc) : "f"(x), "f"(-127.0f));
+  constexpr float kRound = 12582912.0f;  // 1.5 · 2^23
+  const float t = __fadd_rn(xc, kRound);
+  const float f = __fsub_rn(xc, __fsub_rn(t, kRound));
+  float p = fmaf(0x1.c2a218p-5f, f, 0x1.f00c52p-3f);
+  p = fmaf(p, f, 0x1.62f5fap-1f);
+  p = fmaf(p, f, 1.0f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
 // tanh(x) = 1 − 2 / (e^(2x) + 1) from one MUFU.EX2 and one MUFU.RCP (ex2.approx and __fdividef: errors of a few
 // 2^−23 absolute), against tanhf's polynomial and division (about twenty instructions). tanh.approx.f32 (one
 // MUFU.TANH, relative error 2^−11) is cheaper still but was measured too coarse: with softcap 5 its LSE missed

@@ -82,7 +82,9 @@ struct OnlineSoftmax {
   // fold() on raw scores (version s2): the row maximum is taken over raw q·k and scaled once per row, each
   // probability is one FFMA and one MUFU.EX2. Needs scale_log2 > 0, where max(s · c) = c · max(s) (the path runs
   // s1 for other scales). row_max stays in log2 units, as the epilogue's LSE expects.
-  template <int kRegs>
+  // kPolyEvery > 0: one in kPolyEvery column pairs takes its exponentials on the FMA pipes (ptx::exp2_fma).
+  // kExpAsMul: a probe, each exponential replaced by a multiply (wrong probabilities).
+  template <int kPolyEvery = 0, bool kExpAsMul = false, int kRegs>
   __device__ void fold_raw(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -98,12 +100,39 @@ struct OnlineSoftmax {
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kRegs / 4; ++j) {
+        const float x0 = fmaf(s[4 * j + 2 * h], scale_log2, -base);
+        const float x1 = fmaf(s[4 * j + 2 * h + 1], scale_log2, -base);
+        float p0, p1;
+        if constexpr (kExpAsMul) {
+          p0 = x0 * 0.5f, p1 = x1 * 0.5f;
+        } else if (kPolyEvery > 0 && j % (kPolyEvery > 0 ? kPolyEvery : 1) == kPolyEvery - 1) {
+          p0 = ptx::exp2_fma(x0), p1 = ptx::exp2_fma(x1);
+        } else {
+          p0 = ptx::exp2_ftz(x0), p1 = ptx::exp2_ftz(x1);
+        }
+        s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
+        sum += p0 + p1;
+      }
+      row_sum[h] = row_sum[h] * correction[h] + sum;
+    }
+  }
+
+  // Probe (wrong probabilities): fold_raw against the row maxima as they stand, without taking the tile's.
+  template <int kRegs>
+  __device__ void fold_raw_stale(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float base = row_max[h] == -INFINITY ? 0.0f : row_max[h];
+      correction[h] = 1.0f;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kRegs / 4; ++j) {
         const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -base));
         const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -base));
         s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
         sum += p0 + p1;
       }
-      row_sum[h] = row_sum[h] * correction[h] + sum;
+      row_sum[h] += sum;
     }
   }
 
