@@ -32,7 +32,8 @@ void launch_where_built(const KernelParams& params, int device, cudaStream_t str
 
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 26);
+  static_assert(kVersions == 27);
+  if (version == 26) return launch_where_built<Element, kHeadQK, kHeadV, 26>(params, device, stream);
   if (version == 25) return launch_where_built<Element, kHeadQK, kHeadV, 25>(params, device, stream);
   if (version == 24) return launch_where_built<Element, kHeadQK, kHeadV, 24>(params, device, stream);
   if (version == 23) return launch_where_built<Element, kHeadQK, kHeadV, 23>(params, device, stream);

@@ -195,6 +195,38 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
   }
 }
 
+// s26, tiles after a block's first: the probabilities against the row maxima as they stand, without taking the
+// tile's maxima (OnlineSoftmax::fold_raw_lazy), in warps whose rows all have one (the others fold exactly). The
+// reference maximum of a row may then lag its true maximum, which the probabilities' sums absorb, as long as none
+// passes 2^8; where one does in any warp (or is NaN or infinite), the warpgroup (wgmma is the warpgroup's) computes
+// Q·Kᵀ of the tile again — K's slot and Q are still held — and folds it exactly, from the state before the tile.
+// Returns whether O must be rescaled by `correction` (not after a lazy fold: its correction is 1).
+template <class Traits>
+__device__ __forceinline__ bool lazy_probabilities(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
+                                                   const BlockWork& w, int key0, int lane, int consumer,
+                                                   std::uint32_t k_tile, OnlineSoftmax& softmax,
+                                                   float (&correction)[2]) {
+  const OnlineSoftmax before = softmax;
+  mask_scores<Traits>(s, c, w, key0, lane);
+  const bool lazy =
+      __all_sync(0xffffffffu, softmax.row_max[0] != -INFINITY && softmax.row_max[1] != -INFINITY);
+  bool bounded = true;
+  if (lazy) {
+    bounded = softmax.fold_raw_lazy(s, c.scale_log2);
+    correction[0] = correction[1] = 1.0f;
+  } else {
+    softmax.fold_raw(s, c.scale_log2, correction);
+  }
+  if (ptx::named_barrier_all(own_barrier(consumer), 128, bounded)) return !lazy;
+  softmax = before;
+  c.mma.issue_qk(s, k_tile);
+  ptx::wgmma_wait<0>();
+  ptx::fence_registers(s);
+  mask_scores<Traits>(s, c, w, key0, lane);
+  softmax.fold_raw(s, c.scale_log2, correction);
+  return true;
+}
+
 // Every version (FlashAttention-3's two overlaps; from s2 on with the raw-score softmax). Inside the warpgroup,
 // tile j + 1's Q·Kᵀ is issued together with tile j's P·V, so the softmax of tile j + 1 runs while P·V(j) is still
 // on the tensor cores; O is rescaled only after that P·V completes (s7 waits for P·V(j) before issuing the Q·Kᵀ:
@@ -263,16 +295,23 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
       ptx::wgmma_wait<1>();  // groups complete in order: Q·Kᵀ(step) is done, P·V(step − 1) may not be
     }
     ptx::fence_registers(s);
+    const int key0 = (w.tile_begin + step) * Traits::kBlockN;
+    bool rescale_o = true;
+    if constexpr (Traits::kLazyMax)  // K and Q stay held until the tile's probabilities are known to stand
+      rescale_o = lazy_probabilities<Traits>(s, c, w, key0, lane, consumer, k_tile<Traits>(smem, now), softmax,
+                                             correction);
     pipe.release_k(now, lane);
     if constexpr (Traits::kOwnOBuffer)
       if (step == tiles - 1) pipe.release_q(lane);
-    scores_to_probabilities<Traits>(s, c, w, (w.tile_begin + step) * Traits::kBlockN, lane, softmax, correction);
+    if constexpr (!Traits::kLazyMax)
+      scores_to_probabilities<Traits>(s, c, w, key0, lane, softmax, correction);
     if constexpr (!Traits::kPvBeforeQk) {
       ptx::wgmma_wait<0>();
       ptx::fence_registers(o);
       pipe.release_v(before, lane);
     }
-    if constexpr (!Traits::kRescaleBeforePv && !Traits::kProbeNoMax) OnlineSoftmax::rescale(o, correction);
+    if constexpr (!Traits::kRescaleBeforePv && !Traits::kProbeNoMax)
+      if (rescale_o) OnlineSoftmax::rescale(o, correction);
     probabilities_to_operand<Element>(s, a);
   }
 

@@ -104,6 +104,18 @@ __device__ __forceinline__ void registers_increase() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Whether `p` holds in every one of the `threads` threads that meet at named barrier `id` (bar.red.and: the
+// barrier's wait and a reduction in one).
+__device__ __forceinline__ bool named_barrier_all(int id, int threads, bool p) {
+  std::uint32_t all;
+  asm volatile(
+      "{\n .reg .pred in, out;\n setp.ne.u32 in, %1, 0;\n bar.red.and.pred out, %2, %3, in;\n"
+      " selp.u32 %0, 1, 0, out;\n}"
+      : "=r"(all)
+      : "r"(std::uint32_t(p)), "r"(id), "r"(threads)
+      : "memory");
+  return all != 0;
+}
 // Arrives at barrier `id` without waiting (the threads that bar.sync on it wait for these arrivals too).
 __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");

@@ -117,6 +117,29 @@ struct OnlineSoftmax {
     }
   }
 
+  // s26's fold: probabilities against the row maxima as they stand (no maximum taken, O not rescaled), their sums
+  // added. Returns whether each of this thread's probabilities is at most 2^8 (its share of a row sums to at most
+  // 2^8; false for NaN too); the caller computes the tile again where one is not (mainloop.cuh). Needs finite
+  // row maxima.
+  template <int kRegs>
+  __device__ bool fold_raw_lazy(float (&s)[kRegs], float scale_log2) {
+    bool bounded = true;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kRegs / 4; ++j) {
+        const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -row_max[h]));
+        const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -row_max[h]));
+        s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
+        sum += p0 + p1;
+      }
+      bounded = bounded && sum <= 256.0f;
+      row_sum[h] += sum;
+    }
+    return bounded;
+  }
+
   // Probe (wrong probabilities): fold_raw against the row maxima as they stand, without taking the tile's.
   template <int kRegs>
   __device__ void fold_raw_stale(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {

@@ -35,7 +35,7 @@ constexpr int key_tile_rows(int head_qk, int version) {
 // Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11 and s15.
 // Plain C++: the host side places the counter in the call's scratch for it.
 constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 11 || version == 15 || (version >= 22 && version <= 25);
+  return version == 5 || version == 7 || version == 11 || version == 15 || (version >= 22 && version <= 26);
 }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
@@ -70,7 +70,7 @@ struct Traits {
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
                     (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
-                    ((kVersion == 15 || (kVersion >= 22 && kVersion <= 25)) && kHeadQKDim == 128 && kHeadVDim == 128),
+                    ((kVersion == 15 || (kVersion >= 22 && kVersion <= 26)) && kHeadQKDim == 128 && kHeadVDim == 128),
                 "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
@@ -91,13 +91,16 @@ struct Traits {
   // which frees only when P·V(j − 2) completes; a consumer waits for V(j − 1) inside its turn, after Q·Kᵀ(j) is
   // issued, so the V tile has that GEMM's time more to land (mainloop.cuh). At head dim 256 the same order on s13
   // measured slower (docs/perf-notes-flash-sm90.md, s16).
-  static constexpr bool kKeysAheadOfValues = kVersion == 15 || (kVersion >= 22 && kVersion <= 25);
+  static constexpr bool kKeysAheadOfValues = kVersion == 15 || (kVersion >= 22 && kVersion <= 26);
   // Probes (not a path: wrong results): s15 whose row maxima stop after the first tile (22), s15 with each
   // MUFU.EX2 replaced by an FMUL (23). Candidates: s15 with one in kPolyExpEvery column pairs' exponentials on the
   // FMA pipes (24: one in 4, 25: one in 2).
   static constexpr bool kProbeNoMax = kVersion == 22;
   static constexpr bool kProbeExpAsMul = kVersion == 23;
   static constexpr int kPolyExpEvery = kVersion == 24 ? 4 : kVersion == 25 ? 2 : 0;
+  // s26: after a block's first tile, probabilities against the row maxima as they stand (no row maximum taken);
+  // a tile where some probability passes 2^8 is computed again exactly (mainloop.cuh, lazy_probabilities).
+  static constexpr bool kLazyMax = kVersion == 26;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
