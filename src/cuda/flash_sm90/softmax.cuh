@@ -79,6 +79,21 @@ struct OnlineSoftmax {
       }
   }
 
+  // A row's probabilities in place, exp2(s · scale_log2 − base) for owned row h, and their sum over the thread's
+  // scores: one FFMA and one MUFU.EX2 each (fold_raw, fold_raw_lazy).
+  template <int kRegs>
+  __device__ static float exponentiate_row(float (&s)[kRegs], float scale_log2, float base, int h) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) {
+      const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -base));
+      const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -base));
+      s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
+      sum += p0 + p1;
+    }
+    return sum;
+  }
+
   // fold() on raw scores (version s2): the row maximum is taken over raw q·k and scaled once per row, each
   // probability is one FFMA and one MUFU.EX2. Needs scale_log2 > 0, where max(s · c) = c · max(s) (the path runs
   // s1 for other scales). row_max stays in log2 units, as the epilogue's LSE expects.
@@ -95,15 +110,7 @@ struct OnlineSoftmax {
       const float base = new_max == -INFINITY ? 0.0f : new_max;
       correction[h] = ptx::exp2_ftz(row_max[h] - base);
       row_max[h] = new_max;
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j) {
-        const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -base));
-        const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -base));
-        s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
-        sum += p0 + p1;
-      }
-      row_sum[h] = row_sum[h] * correction[h] + sum;
+      row_sum[h] = row_sum[h] * correction[h] + exponentiate_row(s, scale_log2, base, h);
     }
   }
 
@@ -118,14 +125,7 @@ struct OnlineSoftmax {
     bool bounded = true;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j) {
-        const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -row_max[h]));
-        const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -row_max[h]));
-        s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
-        sum += p0 + p1;
-      }
+      const float sum = exponentiate_row(s, scale_log2, row_max[h], h);
       bounded = bounded && sum <= 256.0f;
       row_sum[h] += sum;
     }
