@@ -68,9 +68,9 @@ TEST(DispatchPolicy, LargeHalfForwardPrefersCudnnAndSaysWhereItWasMeasured) {
   EXPECT_EQ(order_for(gpu(Direction::forward, DType::f16, double(1 << 30) * 1.01, 90)).front(), "cudnn");
 }
 
-// Where flash-sm90 measured ahead of cudnn: causal only, head dim 256 with T and S ≥ 2048, 128 with T and S ≥ 4096,
-// 192 and 192/128 with T and S ≥ 8192, on cc 9.0 alone. A window, another head dim, a shorter sequence or another
-// GPU keeps cudnn first.
+// Where flash-sm90 measured ahead of cudnn: causal only, head dims 128 and 256 with T and S ≥ 2048, 192 and 192/128
+// with T and S ≥ 8192, on cc 9.0 alone. A window, another head dim, a shorter sequence or another GPU keeps cudnn
+// first.
 TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   CallTraits t = gpu(Direction::forward, DType::bf16, kLarge, 90);
   t.T = t.S = 8192, t.Hqk = t.Hv = 128, t.causal_only = true;
@@ -85,8 +85,13 @@ TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   wide.Hv = 128;
   EXPECT_EQ(order_for(wide).front(), "flash-sm90");
   CallTraits shorter = t;
-  shorter.T = shorter.S = 4096;
-  EXPECT_EQ(order_for(shorter).front(), "flash-sm90") << "head dim 128 from T = 4096";
+  shorter.T = shorter.S = 2048;
+  EXPECT_EQ(order_for(shorter).front(), "flash-sm90") << "head dim 128 from T = 2048";
+  shorter.T = 1024;
+  EXPECT_EQ(order_for(shorter).front(), "cudnn") << "head dim 128 only from T = 2048";
+  shorter.T = 2048, shorter.S = 2047;
+  EXPECT_EQ(order_for(shorter).front(), "cudnn") << "head dim 128 only from S = 2048";
+  shorter.S = 4096;
   CallTraits other = shorter;
   other.Hqk = other.Hv = 192;
   EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 192 only from T = 8192";
@@ -98,11 +103,29 @@ TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 256 only from S = 2048";
   other.S = 2048, other.T = 1024;
   EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 256 only from T = 2048";
-  for (auto change : {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 2048; },
-                      +[](CallTraits& c) { c.S = 2048; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
+  for (auto change : {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 1024; },
+                      +[](CallTraits& c) { c.S = 1024; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
                       +[](CallTraits& c) { c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 256; },
                       +[](CallTraits& c) { c.Hqk = 192, c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 96; },
                       +[](CallTraits& c) { c.cc = 89; }, +[](CallTraits& c) { c.cc = 100; }}) {
+    CallTraits other = t;
+    change(other);
+    EXPECT_EQ(order_for(other).front(), "cudnn") << attnlab::core::policy_row(other).applies;
+  }
+}
+
+// Head dim 128 without a mask: flash-sm90 first from T and S ≥ 4096 on cc 9.0 alone (1.04–1.07× cudnn there,
+// level or behind below); any mask or modifier, a shorter sequence or another GPU keep cudnn first.
+TEST(DispatchPolicy, HeadDim128UnmaskedOnHopperPrefersFlashSm90FromT4096) {
+  CallTraits t = gpu(Direction::forward, DType::bf16, kLarge, 90);
+  t.T = t.S = 4096, t.Hqk = t.Hv = 128, t.unmasked = true;
+  EXPECT_EQ(order_for(t), (std::vector<std::string>{"flash-sm90", "cudnn", "flash", "cuda-naive"}));
+  t.dtype = DType::f16;
+  EXPECT_EQ(order_for(t).front(), "flash-sm90");
+  for (auto change : {+[](CallTraits& c) { c.unmasked = false; }, +[](CallTraits& c) { c.T = 2048; },
+                      +[](CallTraits& c) { c.S = 4095; }, +[](CallTraits& c) { c.Hv = 64; },
+                      +[](CallTraits& c) { c.Hqk = c.Hv = 64; }, +[](CallTraits& c) { c.cc = 89; },
+                      +[](CallTraits& c) { c.cc = 100; }}) {
     CallTraits other = t;
     change(other);
     EXPECT_EQ(order_for(other).front(), "cudnn") << attnlab::core::policy_row(other).applies;

@@ -27,24 +27,36 @@ const PolicyRow kRows[] = {
      {"flash", "cudnn", "cuda-naive"},
      "codelab default (4, 128, 8, 64) on an H200: flash 5.3–6.8 µs per call, cudnn 11.9–12.1 µs (docs/design.md §5; "
      "docs/perf-notes-flash-sm80.md, The codelab's default shape). Launch-bound, so the order holds on any GPU"},
-    {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, causal only, head dim 256 with T and S ≥ "
-     "2048, 128 with T and S ≥ 4096, or 192 and 192/128 with T and S ≥ 8192",
+    {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, causal only, head dim 128 or 256 with T and "
+     "S ≥ 2048, or 192 and 192/128 with T and S ≥ 8192",
      [](const CallTraits& t) {
        const bool long_enough =
            (t.Hqk == 256 && t.Hv == 256 && t.T >= 2048 && t.S >= 2048) ||
-           (t.Hqk == 128 && t.Hv == 128 && t.T >= 4096 && t.S >= 4096) ||
+           (t.Hqk == 128 && t.Hv == 128 && t.T >= 2048 && t.S >= 2048) ||
            (t.Hqk == 192 && (t.Hv == 192 || t.Hv == 128) && t.T >= 8192 && t.S >= 8192);
        return t.direction == Direction::forward && half(t.dtype) && t.cc == 90 && t.causal_only && long_enough;
      },
      {"flash-sm90", "cudnn", "flash", "cuda-naive"},
      "H200, one run each (docs/results/h200/sm90-s5-h64-h128.jsonl, sm90-s3-causal-s2.jsonl, sm90-h192.jsonl): "
      "flash-sm90 (s5) 541 / 580 / 600 TFLOP/s against cudnn's 521 / 554 / 569 at head dim 128, T = 4k / 8k / 16k, "
-     "causal (1.04–1.05×; 1.01× at 2k); at head dim 256 s4 1.03 / 1.08 / 1.11 / 1.11× cudnn at T = 2k / 4k / 8k / "
-     "16k, 0.86 / 0.92× at 512 / 1k (two rounds, docs/results/h200/sm90-s4-h256.jsonl), s13 (the default there "
-     "since) 1.02 / 1.10 / 1.13 / 1.11× and 0.84 / 0.92× (sm90-s13-ab-s13.jsonl, sm90-s13-ab-s4.jsonl); 627 / 628 "
-     "against 559 / 587 at 192 (1.07–1.12×); 608 / 631 against 506 / 562 at 192/128 (1.12–1.20×); at head dim 64 "
-     "cudnn leads (0.92–0.96×). flash-sm90 is named, not flash, so that a call it refuses goes to cudnn rather than "
-     "to flash-sm80"},
+     "causal (1.04–1.05×; 1.01× at 2k); s26 (the default at 128 since) on H100s, two runs: 1.09 / 1.14 / 1.16 / "
+     "1.18× and 1.10 / 1.18 / 1.19 / 1.16× cudnn at T = 2k / 4k / 8k / 16k, 0.97–0.98× at 1k "
+     "(docs/results/h100/sm90-s26-ab.jsonl, sm90-s26-table-attnlab.jsonl); at head dim 256 s4 1.03 / 1.08 / 1.11 / "
+     "1.11× cudnn at T = 2k / 4k / 8k / 16k, 0.86 / 0.92× at 512 / 1k (two rounds, "
+     "docs/results/h200/sm90-s4-h256.jsonl), s13 (the default there since) 1.02 / 1.10 / 1.13 / 1.11× and 0.84 / "
+     "0.92× (sm90-s13-ab-s13.jsonl, sm90-s13-ab-s4.jsonl); 627 / 628 against 559 / 587 at 192 (1.07–1.12×); 608 / "
+     "631 against 506 / 562 at 192/128 (1.12–1.20×); at head dim 64 cudnn leads (0.92–0.96×). flash-sm90 is named, "
+     "not flash, so that a call it refuses goes to cudnn rather than to flash-sm80"},
+    {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, head dim 128, no mask, T and S ≥ 4096",
+     [](const CallTraits& t) {
+       return t.direction == Direction::forward && half(t.dtype) && t.cc == 90 && t.Hqk == 128 && t.Hv == 128 &&
+              t.unmasked && t.T >= 4096 && t.S >= 4096;
+     },
+     {"flash-sm90", "cudnn", "flash", "cuda-naive"},
+     "H100s, two runs (docs/results/h100/sm90-s26-ab.jsonl, sm90-s26-table-attnlab.jsonl): flash-sm90 (s26) 1.06 / "
+     "1.07 / 1.04× and 1.07 / 1.06 / 1.04× cudnn at T = 4k / 8k / 16k, GQA 32/8 at 4k 1.03× and 1.07×; at 2k "
+     "1.06× and 1.00×, at 512–1k 0.93–1.02×, so cudnn stays first below 4k. The H200 has not run s26. flash-sm90 is "
+     "named, not flash, so that a call it refuses goes to cudnn"},
     {"GPU forward, f16/bf16, above 2^30 FLOPs, compute capability 9.0, head dim 96, no mask or causal only, T and "
      "S ≥ 2048",
      [](const CallTraits& t) {
