@@ -182,7 +182,7 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
                                                         OnlineSoftmax& softmax, float (&correction)[2]) {
   if constexpr (Traits::kVersion >= 2) {
     mask_scores<Traits>(s, c, w, key0, lane);
-    softmax.fold_raw(s, c.scale_log2, correction);
+    softmax.template fold_raw<Traits::kReductionChains>(s, c.scale_log2, correction);
   } else {
     prepare_scores<Traits>(s, c, w, key0, lane);
     softmax.fold(s, correction);
@@ -206,10 +206,10 @@ __device__ __forceinline__ bool lazy_probabilities(float (&s)[Traits::kSRegs], c
       __all_sync(0xffffffffu, softmax.row_max[0] != -INFINITY && softmax.row_max[1] != -INFINITY);
   bool bounded = true;
   if (lazy) {
-    bounded = softmax.fold_raw_lazy(s, c.scale_log2);
+    bounded = softmax.template fold_raw_lazy<Traits::kReductionChains>(s, c.scale_log2);
     correction[0] = correction[1] = 1.0f;
   } else {
-    softmax.fold_raw(s, c.scale_log2, correction);
+    softmax.template fold_raw<Traits::kReductionChains>(s, c.scale_log2, correction);
   }
   if (ptx::named_barrier_all(own_barrier(consumer), 128, bounded)) return !lazy;
   softmax = before;
@@ -217,7 +217,7 @@ __device__ __forceinline__ bool lazy_probabilities(float (&s)[Traits::kSRegs], c
   ptx::wgmma_wait<0>();
   ptx::fence_registers(s);
   mask_scores<Traits>(s, c, w, key0, lane);
-  softmax.fold_raw(s, c.scale_log2, correction);
+  softmax.template fold_raw<Traits::kReductionChains>(s, c.scale_log2, correction);
   return true;
 }
 

@@ -79,38 +79,64 @@ struct OnlineSoftmax {
       }
   }
 
+  // Reductions over a row's kRegs / 2 owned scores in kChains independent chains, combined at the end (s27: 4; 1
+  // is one chain through every score, s2 … s26's order).
+  template <int kChains>
+  __device__ static float combine_max(float (&part)[kChains]) {
+#pragma unroll
+    for (int w = kChains / 2; w > 0; w /= 2)
+#pragma unroll
+      for (int c = 0; c < w; ++c) part[c] = fmaxf(part[c], part[c + w]);
+    return part[0];
+  }
+  template <int kChains>
+  __device__ static float combine_sum(float (&part)[kChains]) {
+#pragma unroll
+    for (int w = kChains / 2; w > 0; w /= 2)
+#pragma unroll
+      for (int c = 0; c < w; ++c) part[c] += part[c + w];
+    return part[0];
+  }
+
   // A row's probabilities in place, exp2(s · scale_log2 − base) for owned row h, and their sum over the thread's
-  // scores: one FFMA and one MUFU.EX2 each (fold_raw, fold_raw_lazy).
-  template <int kRegs>
+  // scores in kChains chains: one FFMA and one MUFU.EX2 each (fold_raw, fold_raw_lazy).
+  template <int kChains, int kRegs>
   __device__ static float exponentiate_row(float (&s)[kRegs], float scale_log2, float base, int h) {
-    float sum = 0.0f;
+    float sums[kChains];
+#pragma unroll
+    for (int c = 0; c < kChains; ++c) sums[c] = 0.0f;
 #pragma unroll
     for (int j = 0; j < kRegs / 4; ++j) {
       const float p0 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h], scale_log2, -base));
       const float p1 = ptx::exp2_ftz(fmaf(s[4 * j + 2 * h + 1], scale_log2, -base));
       s[4 * j + 2 * h] = p0, s[4 * j + 2 * h + 1] = p1;
-      sum += p0 + p1;
+      sums[j % kChains] += p0 + p1;
     }
-    return sum;
+    return combine_sum(sums);
   }
 
   // fold() on raw scores (version s2): the row maximum is taken over raw q·k and scaled once per row, each
   // probability is one FFMA and one MUFU.EX2. Needs scale_log2 > 0, where max(s · c) = c · max(s) (the path runs
   // s1 for other scales). row_max stays in log2 units, as the epilogue's LSE expects.
-  template <int kRegs>
+  template <int kChains = 1, int kRegs>
   __device__ void fold_raw(float (&s)[kRegs], float scale_log2, float (&correction)[2]) {
+    static_assert(kChains >= 1 && (kChains & (kChains - 1)) == 0 && kRegs / 4 % kChains == 0);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mx = -INFINITY;
+      float part[kChains];
 #pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      for (int c = 0; c < kChains; ++c) part[c] = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kRegs / 4; ++j)
+        part[j % kChains] = fmaxf(part[j % kChains], fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      float mx = combine_max(part);
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float new_max = fmaxf(row_max[h], mx * scale_log2);  // −inf · c = −inf for c > 0
       const float base = new_max == -INFINITY ? 0.0f : new_max;
       correction[h] = ptx::exp2_ftz(row_max[h] - base);
       row_max[h] = new_max;
-      row_sum[h] = row_sum[h] * correction[h] + exponentiate_row(s, scale_log2, base, h);
+      row_sum[h] = row_sum[h] * correction[h] + exponentiate_row<kChains>(s, scale_log2, base, h);
     }
   }
 
@@ -120,12 +146,12 @@ struct OnlineSoftmax {
   // row maxima. A maximum that lags its row's true one by up to 8 in log2 units changes no result: O, the sum and
   // the LSE are all taken against the same reference, and probabilities up to 2^8 keep a 16-bit P's relative
   // precision (FlashAttention-4 lets its reference lag by the same 2^8, deciding per tile from the tile's maxima).
-  template <int kRegs>
+  template <int kChains = 1, int kRegs>
   __device__ bool fold_raw_lazy(float (&s)[kRegs], float scale_log2) {
     bool bounded = true;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float sum = exponentiate_row(s, scale_log2, row_max[h], h);
+      const float sum = exponentiate_row<kChains>(s, scale_log2, row_max[h], h);
       bounded = bounded && sum <= 256.0f;
       row_sum[h] += sum;
     }

@@ -36,7 +36,8 @@ constexpr int key_tile_rows(int head_qk, int version) {
 // and s26.
 // Plain C++: the host side places the counter in the call's scratch for it.
 constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 11 || version == 15 || version == 26;
+  return version == 5 || version == 7 || version == 11 || version == 15 || version == 26 ||
+         version == 27;
 }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
@@ -71,7 +72,7 @@ struct Traits {
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
                     (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
-                    ((kVersion == 15 || kVersion == 26) && kHeadQKDim == 128 && kHeadVDim == 128),
+                    ((kVersion == 15 || kVersion == 26 || kVersion == 27) && kHeadQKDim == 128 && kHeadVDim == 128),
                 "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 and s26 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
@@ -93,13 +94,16 @@ struct Traits {
   // which frees only when P·V(j − 2) completes; a consumer waits for V(j − 1) inside its turn, after Q·Kᵀ(j) is
   // issued, so the V tile has that GEMM's time more to land (mainloop.cuh). At head dim 256 the same order on s13
   // measured slower (docs/perf-notes-flash-sm90.md, s16).
-  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 26;
+  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 26 || kVersion == 27;
   // s26 (s15 with lazy row maxima): after a block's first key tile a warp whose rows all have a maximum computes
   // the tile's probabilities against it, without taking the tile's row maxima (their FMNMX chains and shuffles were
   // measured to cost s15 a seventh of its cycles at head dim 128: docs/perf-notes-flash-sm90.md, "What holds head
   // dim 128"); a tile where some probability would pass 2^8 is computed again and folded exactly
   // (mainloop.cuh, lazy_probabilities).
-  static constexpr bool kLazyMax = kVersion == 26;
+  static constexpr bool kLazyMax = kVersion == 26 || kVersion == 27;
+  // s27 (s26 with its reductions in trees): a row's maximum and sum over the thread's scores in four independent
+  // chains combined at the end, instead of one chain through every score (softmax.cuh, combine_max / combine_sum).
+  static constexpr int kReductionChains = kVersion == 27 ? 4 : 1;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
