@@ -13,21 +13,10 @@
 #include "cuda/flash_sm90/params.h"
 #include "cuda/flash_sm90/pipeline.cuh"  // own_barrier
 #include "cuda/flash_sm90/ptx.cuh"
+#include "cuda/flash_sm90/smem_layout.cuh"
 #include "cuda/flash_sm90/softmax.cuh"
 
 namespace attnlab::cuda::sm90 {
-
-// Byte offset of element (row, col) in a swizzled tile of kRowBytes-byte rows split in column slices, as TMA's
-// SWIZZLE_128B and SWIZZLE_64B lay them out: the 16-byte chunk index within a row is XORed with bits 7 and up of
-// the row's offset (row % 8 for 128-byte rows, (row / 2) % 4 for 64-byte rows).
-template <class Traits>
-__device__ __forceinline__ std::uint32_t swizzled_offset(int row, int col) {
-  constexpr int kChunkMask = Traits::kRowBytes / 16 - 1;
-  const int slice = col / Traits::kSliceCols, byte = (col % Traits::kSliceCols) * 2;
-  const int row_offset = row * Traits::kRowBytes;
-  return std::uint32_t(slice * Traits::kQSliceBytes + row_offset +
-                       ((((byte >> 4) ^ ((row_offset >> 7) & kChunkMask))) << 4) + (byte & 15));
-}
 
 // Row h's normalization: 1 / l for O and the LSE, with the call's attention sink (KernelParams::sinks) joining the
 // denominator as one more term e^σ. In the log2 units of the running maximum m: l' = l · 2^(m − m') + 2^(σ' − m')

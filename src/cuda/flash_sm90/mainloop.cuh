@@ -1,7 +1,8 @@
 // The main loop, in its two roles. The producer (one thread of warpgroup 0) issues every TMA load of the block:
 // Q once, then K and V of each key tile into the next free slot. Each consumer warpgroup computes S = Q·Kᵀ for its
 // 64 query rows with wgmma from shared memory, runs the online softmax in registers, and accumulates O += P·V with P
-// as the register operand. Tiles inside every row's visible range skip the per-element mask (mask_tile below).
+// as the register operand (s28: from shared memory, stage_probabilities). Tiles inside every row's visible range
+// skip the per-element mask (mask_tile below).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include "cuda/flash_sm90/params.h"
 #include "cuda/flash_sm90/pipeline.cuh"
 #include "cuda/flash_sm90/ptx.cuh"
+#include "cuda/flash_sm90/smem_layout.cuh"
 #include "cuda/flash_sm90/softmax.cuh"
 
 namespace attnlab::cuda::sm90 {
@@ -78,6 +80,7 @@ template <class Traits>
 struct ConsumerMma {
   using Element = typename Traits::Element;
   std::uint32_t q_base;  // this warpgroup's first Q row
+  std::uint32_t p_base;  // s28: this warpgroup's first P row (Traits::kPvFromShared)
 
   static constexpr int kRowBytes = Traits::kRowBytes;
   static constexpr int kStepsPerRow = kRowBytes / 32;  // 16-element K steps in one swizzled row
@@ -96,15 +99,23 @@ struct ConsumerMma {
   }
   __device__ void issue_pv(float (&o)[Traits::kORegs], std::uint32_t (&a)[Traits::kPRegs],
                            std::uint32_t v_tile) const {
-    ptx::fence_registers(a);
+    if constexpr (!Traits::kPvFromShared) ptx::fence_registers(a);
     ptx::fence_registers(o);
     ptx::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < Traits::kBlockN / 16; ++k) {
-      const std::uint32_t (&ak)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&a[4 * k]);
-      gmma::mma_rs<Element, Traits::kHeadV>(
-          o, ak, ptx::make_descriptor<kRowBytes>(v_tile + 2 * kGroupBytes * k, Traits::kKVSliceBytes, kGroupBytes),
-          true);
+      const std::uint64_t v = ptx::make_descriptor<kRowBytes>(v_tile + 2 * kGroupBytes * k, Traits::kKVSliceBytes,
+                                                              kGroupBytes);
+      if constexpr (Traits::kPvFromShared) {
+        // P's key step k, laid out as Q's head-dim step k (stage_probabilities).
+        const int slice = k / kStepsPerRow, within = 32 * (k % kStepsPerRow);
+        gmma::mma_ss_mn<Element, Traits::kHeadV>(
+            o, ptx::make_descriptor<kRowBytes>(p_base + slice * Traits::kQSliceBytes + within, 16, kGroupBytes), v,
+            true);
+      } else {
+        const std::uint32_t (&ak)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&a[4 * k]);
+        gmma::mma_rs<Element, Traits::kHeadV>(o, ak, v, true);
+      }
     }
     ptx::wgmma_commit();
   }
@@ -138,6 +149,7 @@ __device__ ConsumerSetup<Traits> consumer_setup(const KernelParams& kp, std::uin
     }
   }
   c.mma.q_base = smem + Traits::kQOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
+  c.mma.p_base = smem + Traits::kPOffset + consumer * Traits::kRowsPerConsumer * Traits::kRowBytes;
   c.scale_log2 = p.scale * 1.4426950408889634f;
   c.scale_over_cap = p.softcap > 0.0f ? p.scale / p.softcap : 0.0f;
   c.cap_log2 = p.softcap * 1.4426950408889634f;
@@ -186,6 +198,28 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
   } else {
     prepare_scores<Traits>(s, c, w, key0, lane);
     softmax.fold(s, correction);
+  }
+}
+
+// A tile's probabilities as P·V's A operand: 16-bit pairs in registers, and in s28 (Traits::kPvFromShared) stored
+// from there into this warp's 16 rows of the warpgroup's P tile, one stmatrix per 16 keys (registers 4k … 4k + 3
+// are wgmma's A fragment of key step k: rows r and r + 8, keys 16k … 16k + 7 and 16k + 8 … 16k + 15, which are
+// stmatrix's four 8 × 8 tiles in that order). Called only after the P·V before it has completed (it reads P's
+// shared memory). The warp's own rows are all its share of the wgmma reads, so a fence to the async proxy and
+// __syncwarp order them (FlashAttention-3 syncs the warp alone there too).
+template <class Traits>
+__device__ __forceinline__ void probabilities_to_p(const float (&s)[Traits::kSRegs], std::uint32_t (&a)[Traits::kPRegs],
+                                                   std::uint32_t p_base, int warp, int lane) {
+  probabilities_to_operand<typename Traits::Element>(s, a);
+  if constexpr (Traits::kPvFromShared) {
+    const int tile = lane >> 3;
+    const int row = 16 * warp + 8 * (tile & 1) + (lane & 7);  // within the warpgroup's rows
+#pragma unroll
+    for (int k = 0; k < Traits::kBlockN / 16; ++k)
+      ptx::stmatrix_x4(p_base + swizzled_offset<Traits>(row, 16 * k + 8 * (tile >> 1)), a[4 * k], a[4 * k + 1],
+                       a[4 * k + 2], a[4 * k + 3]);
+    ptx::fence_proxy_async();
+    __syncwarp();
   }
 }
 
@@ -260,7 +294,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     if (tiles == 1) pipe.release_q(lane);  // the block's last Q·Kᵀ has read Q
   float correction[2];  // O is still 0: nothing to rescale after the first tile
   scores_to_probabilities<Traits>(s, c, w, w.tile_begin * Traits::kBlockN, lane, softmax, correction);
-  probabilities_to_operand<Element>(s, a);
+  probabilities_to_p<Traits>(s, a, c.mma.p_base, warp, lane);
 
   for (int step = 1; step < tiles; ++step) {
     const std::uint32_t now = s0 + std::uint32_t(step), before = now - 1u;
@@ -306,7 +340,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     }
     if constexpr (!Traits::kRescaleBeforePv)
       if (rescale_o) OnlineSoftmax::rescale(o, correction);
-    probabilities_to_operand<Element>(s, a);
+    probabilities_to_p<Traits>(s, a, c.mma.p_base, warp, lane);
   }
 
   const std::uint32_t last = s0 + std::uint32_t(tiles - 1);

@@ -86,6 +86,14 @@ __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk
 // Waits until the committed stores have read their shared memory (it may then be reused or the block may end).
 __device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads of them.
+// Four 8 × 8 tiles of 16-bit elements from mma fragments into shared memory: register i holds row lane / 4, columns
+// 2 (lane % 4) and + 1 of tile i; lanes 8i … 8i + 7 give the addresses of tile i's rows.
+__device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1,
+                                            std::uint32_t r2, std::uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");

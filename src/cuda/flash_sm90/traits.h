@@ -36,7 +36,8 @@ constexpr int key_tile_rows(int head_qk, int version) {
 // and s26.
 // Plain C++: the host side places the counter in the call's scratch for it.
 constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 11 || version == 15 || version == 26;
+  return version == 5 || version == 7 || version == 11 || version == 15 || version == 26 ||
+         version == 28;
 }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
@@ -71,7 +72,7 @@ struct Traits {
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
                     (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
-                    ((kVersion == 15 || kVersion == 26) && kHeadQKDim == 128 && kHeadVDim == 128),
+                    ((kVersion == 15 || kVersion == 26 || kVersion == 28) && kHeadQKDim == 128 && kHeadVDim == 128),
                 "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 and s26 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
@@ -93,13 +94,19 @@ struct Traits {
   // which frees only when P·V(j − 2) completes; a consumer waits for V(j − 1) inside its turn, after Q·Kᵀ(j) is
   // issued, so the V tile has that GEMM's time more to land (mainloop.cuh). At head dim 256 the same order on s13
   // measured slower (docs/perf-notes-flash-sm90.md, s16).
-  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 26;
+  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 26 || kVersion == 28;
   // s26 (s15 with lazy row maxima): after a block's first key tile a warp whose rows all have a maximum computes
   // the tile's probabilities against it, without taking the tile's row maxima (their FMNMX chains and shuffles were
   // measured to cost s15 a seventh of its cycles at head dim 128: docs/perf-notes-flash-sm90.md, "What holds head
   // dim 128"); a tile where some probability would pass 2^8 is computed again and folded exactly
   // (mainloop.cuh, lazy_probabilities).
-  static constexpr bool kLazyMax = kVersion == 26;
+  static constexpr bool kLazyMax = kVersion == 26 || kVersion == 28;
+  // s28 (s26 with P through shared memory): each warp stores its P tile with stmatrix into a 64 × kBlockN tile of
+  // its warpgroup's own, and P·V reads A from there (an SS wgmma, as Q·Kᵀ does) instead of from registers, so the
+  // tensor cores stop reading the consumers' register file while the other warpgroup's softmax runs on the same
+  // SM sub-partitions (mainloop.cuh, stage_probabilities; FlashAttention-3 takes P from shared memory at head
+  // dims up to 96). 32 KB more shared memory at head dim 128.
+  static constexpr bool kPvFromShared = kVersion == 28;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -166,7 +173,10 @@ struct Traits {
   // wherever it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free
   // after the block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
   static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
-  static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
+  // s28's P tiles: kBlockM rows × kBlockN keys in Q's geometry (column slices of kRowBytes-byte swizzled rows).
+  static constexpr int kPOffset = kVOffset + kStages * kVBytes;
+  static constexpr int kPBytes = kPvFromShared ? kBlockN / kSliceCols * kQSliceBytes : 0;
+  static constexpr int kFixedBytes = kPOffset + kPBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the dynamic
   // walk's two item slots' full and empty barriers (s5, s7, s11, s15, s26); then those two slots' items (4 bytes each).
   static constexpr int kBarriers = 2 + 4 * kStages + 4;

@@ -11,9 +11,10 @@ namespace attnlab::cuda::sm90 {
 // kept and 17–19, 22 and 23 probes that computed no attention (docs/perf-notes-flash-sm90.md), whose numbers are
 // not reused. s2 and later
 // need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 27;  // one past the highest number (launch.cpp's dispatch asserts it)
+constexpr int kVersions = 29;  // one past the highest number (launch.cpp's dispatch asserts it)
 constexpr bool version_exists(int version) {
-  return (version >= 1 && version <= 7) || version == 11 || version == 13 || version == 15 || version == 26;
+  return (version >= 1 && version <= 7) || version == 11 || version == 13 || version == 15 || version == 26 ||
+         version == 28;
 }
 
 // Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
@@ -29,7 +30,7 @@ constexpr bool version_built(int head_qk, int head_v, int version) {
   if (version == 5) return head_qk != 256 && !(head_qk == 192 && head_v == 192);
   if (version == 6 || version == 7 || version == 11) return head_qk == 64 && head_v == 64;
   if (version == 13) return head_qk == 256 && head_v == 256;
-  if (version == 15 || version == 26) return head_qk == 128 && head_v == 128;
+  if (version == 15 || version == 26 || version == 28) return head_qk == 128 && head_v == 128;
   return true;
 }
 
