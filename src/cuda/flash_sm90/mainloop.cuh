@@ -1,7 +1,7 @@
 // The main loop, in its two roles. The producer (one thread of warpgroup 0) issues every TMA load of the block:
 // Q once, then K and V of each key tile into the next free slot. Each consumer warpgroup computes S = Q·Kᵀ for its
 // 64 query rows with wgmma from shared memory, runs the online softmax in registers, and accumulates O += P·V with P
-// as the register operand (s28: from shared memory, stage_probabilities). Tiles inside every row's visible range
+// as the register operand (s28: from shared memory, probabilities_to_p). Tiles inside every row's visible range
 // skip the per-element mask (mask_tile below).
 #pragma once
 
@@ -107,7 +107,7 @@ struct ConsumerMma {
       const std::uint64_t v = ptx::make_descriptor<kRowBytes>(v_tile + 2 * kGroupBytes * k, Traits::kKVSliceBytes,
                                                               kGroupBytes);
       if constexpr (Traits::kPvFromShared) {
-        // P's key step k, laid out as Q's head-dim step k (stage_probabilities).
+        // P's key step k, laid out as Q's head-dim step k (probabilities_to_p).
         const int slice = k / kStepsPerRow, within = 32 * (k % kStepsPerRow);
         gmma::mma_ss_mn<Element, Traits::kHeadV>(
             o, ptx::make_descriptor<kRowBytes>(p_base + slice * Traits::kQSliceBytes + within, 16, kGroupBytes), v,

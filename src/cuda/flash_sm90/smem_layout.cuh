@@ -1,5 +1,5 @@
 // Where an element sits in the kernel's swizzled shared-memory tiles: the epilogue stages O there (epilogue.cuh) and
-// s28 stages P there for its P·V (mainloop.cuh, stage_probabilities), in the layout the TMA boxes and the wgmma
+// s28 stages P there for its P·V (mainloop.cuh, probabilities_to_p), in the layout the TMA boxes and the wgmma
 // descriptors use.
 #pragma once
 

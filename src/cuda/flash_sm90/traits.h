@@ -104,7 +104,7 @@ struct Traits {
   // s28 (s26 with P through shared memory): each warp stores its P tile with stmatrix into a 64 × kBlockN tile of
   // its warpgroup's own, and P·V reads A from there (an SS wgmma, as Q·Kᵀ does) instead of from registers, so the
   // tensor cores stop reading the consumers' register file while the other warpgroup's softmax runs on the same
-  // SM sub-partitions (mainloop.cuh, stage_probabilities; FlashAttention-3 takes P from shared memory at head
+  // SM sub-partitions (mainloop.cuh, probabilities_to_p; FlashAttention-3 takes P from shared memory at head
   // dims up to 96). 32 KB more shared memory at head dim 128.
   static constexpr bool kPvFromShared = kVersion == 28;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
