@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +69,15 @@ TEST(DispatchPolicy, LargeHalfForwardPrefersCudnnAndSaysWhereItWasMeasured) {
   EXPECT_EQ(order_for(gpu(Direction::forward, DType::f16, double(1 << 30) * 1.01, 90)).front(), "cudnn");
 }
 
+// Each change of a call that flash-sm90 leads must hand the lead back to cudnn.
+void expect_cudnn_first_after_each(const CallTraits& t, std::initializer_list<void (*)(CallTraits&)> changes) {
+  for (auto change : changes) {
+    CallTraits other = t;
+    change(other);
+    EXPECT_EQ(order_for(other).front(), "cudnn") << attnlab::core::policy_row(other).applies;
+  }
+}
+
 // Where flash-sm90 measured ahead of cudnn: causal only, head dims 128 and 256 with T and S ≥ 2048, 192 and 192/128
 // with T and S ≥ 8192, on cc 9.0 alone. A window, another head dim, a shorter sequence or another GPU keeps cudnn
 // first.
@@ -103,15 +113,12 @@ TEST(DispatchPolicy, LongCausalOnHopperPrefersFlashSm90) {
   EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 256 only from S = 2048";
   other.S = 2048, other.T = 1024;
   EXPECT_EQ(order_for(other).front(), "cudnn") << "head dim 256 only from T = 2048";
-  for (auto change : {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 1024; },
-                      +[](CallTraits& c) { c.S = 1024; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
-                      +[](CallTraits& c) { c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 256; },
-                      +[](CallTraits& c) { c.Hqk = 192, c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 96; },
-                      +[](CallTraits& c) { c.cc = 89; }, +[](CallTraits& c) { c.cc = 100; }}) {
-    CallTraits other = t;
-    change(other);
-    EXPECT_EQ(order_for(other).front(), "cudnn") << attnlab::core::policy_row(other).applies;
-  }
+  expect_cudnn_first_after_each(t, {+[](CallTraits& c) { c.causal_only = false; }, +[](CallTraits& c) { c.T = 1024; },
+                                    +[](CallTraits& c) { c.S = 1024; }, +[](CallTraits& c) { c.Hqk = c.Hv = 64; },
+                                    +[](CallTraits& c) { c.Hv = 64; }, +[](CallTraits& c) { c.Hqk = 256; },
+                                    +[](CallTraits& c) { c.Hqk = 192, c.Hv = 64; },
+                                    +[](CallTraits& c) { c.Hqk = 96; }, +[](CallTraits& c) { c.cc = 89; },
+                                    +[](CallTraits& c) { c.cc = 100; }});
 }
 
 // Head dim 128 without a mask: flash-sm90 first from T and S ≥ 4096 on cc 9.0 alone (1.04–1.07× cudnn there,
@@ -122,14 +129,10 @@ TEST(DispatchPolicy, HeadDim128UnmaskedOnHopperPrefersFlashSm90FromT4096) {
   EXPECT_EQ(order_for(t), (std::vector<std::string>{"flash-sm90", "cudnn", "flash", "cuda-naive"}));
   t.dtype = DType::f16;
   EXPECT_EQ(order_for(t).front(), "flash-sm90");
-  for (auto change : {+[](CallTraits& c) { c.unmasked = false; }, +[](CallTraits& c) { c.T = 2048; },
-                      +[](CallTraits& c) { c.S = 4095; }, +[](CallTraits& c) { c.Hv = 64; },
-                      +[](CallTraits& c) { c.Hqk = c.Hv = 64; }, +[](CallTraits& c) { c.cc = 89; },
-                      +[](CallTraits& c) { c.cc = 100; }}) {
-    CallTraits other = t;
-    change(other);
-    EXPECT_EQ(order_for(other).front(), "cudnn") << attnlab::core::policy_row(other).applies;
-  }
+  expect_cudnn_first_after_each(t, {+[](CallTraits& c) { c.unmasked = false; }, +[](CallTraits& c) { c.T = 2048; },
+                                    +[](CallTraits& c) { c.S = 4095; }, +[](CallTraits& c) { c.Hv = 64; },
+                                    +[](CallTraits& c) { c.Hqk = c.Hv = 64; }, +[](CallTraits& c) { c.cc = 89; },
+                                    +[](CallTraits& c) { c.cc = 100; }});
 }
 
 // Head dim 96, where cudnn is slowest of its head dims: flash-sm90 first without a mask and causal, T and S ≥ 2048,
@@ -141,13 +144,9 @@ TEST(DispatchPolicy, HeadDim96OnHopperPrefersFlashSm90) {
   CallTraits causal = t;
   causal.unmasked = false, causal.causal_only = true;
   EXPECT_EQ(order_for(causal).front(), "flash-sm90");
-  for (auto change : {+[](CallTraits& c) { c.unmasked = false; }, +[](CallTraits& c) { c.T = 1024; },
-                      +[](CallTraits& c) { c.S = 1024; }, +[](CallTraits& c) { c.Hv = 64; },
-                      +[](CallTraits& c) { c.cc = 89; }, +[](CallTraits& c) { c.cc = 100; }}) {
-    CallTraits other = t;
-    change(other);
-    EXPECT_EQ(order_for(other).front(), "cudnn") << attnlab::core::policy_row(other).applies;
-  }
+  expect_cudnn_first_after_each(t, {+[](CallTraits& c) { c.unmasked = false; }, +[](CallTraits& c) { c.T = 1024; },
+                                    +[](CallTraits& c) { c.S = 1024; }, +[](CallTraits& c) { c.Hv = 64; },
+                                    +[](CallTraits& c) { c.cc = 89; }, +[](CallTraits& c) { c.cc = 100; }});
 }
 
 TEST(DispatchPolicy, F32AndBackward) {
