@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "cuda/flash_sm90/traits.h"  // key_tile_rows (plain C++)
 #include "device_mirror.h"
 #include "harness.h"
 #include "sm90_test_support.h"
@@ -32,8 +33,9 @@ class GpuFlashSm90Softmax : public ::testing::TestWithParam<DtypeVersion> {
 // Row maxima that rise from key tile to key tile: K's rows of tile t scaled by 4 + 4t (a row's maximum rises about
 // 5 in log2 units a tile: s26's lazy maxima keep their reference and its probabilities reach 2^5) and by 8 · 2^t (it
 // rises by 10, 20, … and past 128: the tile is computed again, where a lazy probability would have passed 2^8 and
-// then overflowed). Without a mask and causal bottom-right, on the legacy and on a non-blocking stream, at head dim
-// 128, every version built there.
+// then overflowed). A tile is the version's own (traits.h key_tile_rows: 128 keys, 176 in s4, 160 in s29), so the
+// rises fall on the kernel's tile boundaries. Without a mask and causal bottom-right, on the legacy and on a
+// non-blocking stream, at head dim 128, every version built there.
 TEST_P(GpuFlashSm90Softmax, RisingMaxima) {
   ATTNLAB_REQUIRE_HOPPER();
 #if ATTNLAB_WITH_CUDA
@@ -49,7 +51,7 @@ TEST_P(GpuFlashSm90Softmax, RisingMaxima) {
       SCOPED_TRACE(std::string(doubling ? "doubling" : "linear") + " " + c.str());
       Tensors t = make_inputs(c, rng);
       for (std::int64_t j = 0; j < c.S; ++j) {
-        const double tile = double(j / 128);
+        const double tile = double(j / attnlab::cuda::sm90::key_tile_rows(128, version()));
         const double gain = doubling ? 8.0 * std::exp2(tile) : 4.0 + 4.0 * tile;
         for (std::int64_t d = 0; d < c.Hqk; ++d) t.k.set(j * c.Hqk + d, t.k.get(j * c.Hqk + d) * gain);
       }
@@ -76,7 +78,7 @@ TEST_P(GpuFlashSm90Softmax, RisingMaxima) {
 // The versions built at head dim 128 (src/cuda/flash_sm90/versions.h, version_built).
 INSTANTIATE_TEST_SUITE_P(Versions, GpuFlashSm90Softmax,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
-                                            ::testing::Values(1, 2, 3, 4, 5, 15, 26)),
+                                            ::testing::Values(1, 2, 3, 4, 5, 15, 26, 29)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));

@@ -16,7 +16,7 @@
 #include <utility>
 
 #include <cute/arch/mma_sm90_gmma.hpp>
-#include <cute/arch/mma_sm90_gmma_ext.hpp>  // N = 80, 112 and 176 (key tiles at head dim 192 and in s4)
+#include <cute/arch/mma_sm90_gmma_ext.hpp>  // N = 80, 112, 160 and 176 (key tiles at 192, in s4 and in s29)
 
 namespace attnlab::cuda::sm90::gmma {
 
@@ -43,14 +43,15 @@ struct Atom;
   struct Atom<__half, N, true> {                                                                         \
     using type = GMMA::MMA_64x##N##x16_F32F16F16_RS<GMMA::Major::K, GMMA::Major::MN>;                    \
   };
-// The N of every tile the traits choose (traits.h): key tiles of 64, 80, 112, 128 and 176 keys, value head dims 64,
-// 96, 128, 192 and 256. 80, 112 and 176 are CuTe's "extended" shapes (mma_sm90_gmma_ext.hpp, included directly
+// The N of every tile the traits choose (traits.h): key tiles of 64, 80, 112, 128, 160 and 176 keys, value head dims
+// 64, 96, 128, 192 and 256. 80, 112, 160 and 176 are CuTe's "extended" shapes (mma_sm90_gmma_ext.hpp, included directly
 // above).
 ATTNLAB_SM90_GMMA_ATOMS(64)
 ATTNLAB_SM90_GMMA_ATOMS(80)
 ATTNLAB_SM90_GMMA_ATOMS(96)
 ATTNLAB_SM90_GMMA_ATOMS(112)
 ATTNLAB_SM90_GMMA_ATOMS(128)
+ATTNLAB_SM90_GMMA_ATOMS(160)
 ATTNLAB_SM90_GMMA_ATOMS(176)
 ATTNLAB_SM90_GMMA_ATOMS(192)
 ATTNLAB_SM90_GMMA_ATOMS(256)

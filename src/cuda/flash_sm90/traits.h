@@ -20,6 +20,10 @@ constexpr int swizzle_row_bytes(int head_qk) { return head_qk == 96 ? 64 : 128; 
 //   in version s4 at 128, 176 keys (FlashAttention-3's choice at head dim 128 without a mask), which give each
 //     softmax step 1.375× the MMA work: S, P and O take 88 + 44 + 64 registers (s4 is s2 with FlashAttention-3's
 //     key tiles: at other head dims it is s2);
+//   in version s29 (s26's kernel, built at 128 alone), 160 keys: the widest tile whose two K and two V slots leave
+//     room for O's own staging buffer (Q 32 + K 80 + V 80 + O 32 KB), which s26's persistent walk needs; S, P and O
+//     take 80 + 40 + 64 registers. Q·Kᵀ's 64 × 160 wgmma reads 5.6 KB of shared memory per 80 cycles (90 bytes a
+//     cycle against 96 at 128 keys), and each tile's fixed costs spread over 1.25× the keys;
 //   in version s7 (built at head dim 64 alone), 256 keys, cuDNN's tile there: twice the MMA work per softmax step
 //     of a 128-key tile, and no partly empty last tile at the power-of-two lengths 192 keys lost at
 //     (docs/perf-notes-flash-sm90.md). S, P and O take 128 + 64 + 32 registers, so s7 lets each P·V finish before
@@ -29,14 +33,15 @@ constexpr int key_tile_rows(int head_qk, int version) {
   if (head_qk == 256) return version == 4 || version == 13 ? 80 : 64;
   if (head_qk == 192) return 112;
   if (version == 7) return 256;
+  if (head_qk == 128 && version == 29) return 160;
   return version == 4 && head_qk == 128 ? 176 : 128;
 }
 
-// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11, s15
-// and s26.
+// Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11, s15,
+// s26 and s29.
 // Plain C++: the host side places the counter in the call's scratch for it.
 constexpr bool walks_dynamically(int version) {
-  return version == 5 || version == 7 || version == 11 || version == 15 || version == 26;
+  return version == 5 || version == 7 || version == 11 || version == 15 || version == 26 || version == 29;
 }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
@@ -62,20 +67,22 @@ constexpr int compiled_version(int head_dim, int version) {
 // 6 = s6 (s2 with three consumer warpgroups: blocks of 192 query rows, one CTA per block), 7 = s7 (s5 with 256-key
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
 // blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V), 15 = s15 (s5 at head dim
-// 128 with K loaded a tile ahead of V and V waited for inside the turn), 26 = s26 (s15 with lazy row maxima);
-// docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14, s16, s20, s21, s24
-// and s25 were experiments not kept, 17–19, 22 and 23 probes that computed no attention, their numbers not reused).
+// 128 with K loaded a tile ahead of V and V waited for inside the turn), 26 = s26 (s15 with lazy row maxima),
+// 29 = s29 (s26 with 160-key tiles);
+// docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14, s16, s20, s21, s24,
+// s25, s27 and s28 were experiments not kept, 17–19, 22 and 23 probes that computed no attention, their numbers not
+// reused).
 template <class ElementT, int kHeadQKDim, int kHeadVDim, int kVersionIndex>
 struct Traits {
   using Element = ElementT;
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
                     (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
-                    ((kVersion == 15 || kVersion == 26) && kHeadQKDim == 128 && kHeadVDim == 128),
-                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15 and s26 at 128 alone");
+                    ((kVersion == 15 || kVersion == 26 || kVersion == 29) && kHeadQKDim == 128 && kHeadVDim == 128),
+                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15, s26 and s29 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
-  // s5, s7, s11, s15, s26: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh,
+  // s5, s7, s11, s15, s26, s29: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh,
   // DynamicWalk), one at a time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a
   // grid of CTAs.
   static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
@@ -93,13 +100,13 @@ struct Traits {
   // which frees only when P·V(j − 2) completes; a consumer waits for V(j − 1) inside its turn, after Q·Kᵀ(j) is
   // issued, so the V tile has that GEMM's time more to land (mainloop.cuh). At head dim 256 the same order on s13
   // measured slower (docs/perf-notes-flash-sm90.md, s16).
-  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 26;
+  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 26 || kVersion == 29;
   // s26 (s15 with lazy row maxima): after a block's first key tile a warp whose rows all have a maximum computes
   // the tile's probabilities against it, without taking the tile's row maxima (their FMNMX chains and shuffles were
   // measured to cost s15 a seventh of its cycles at head dim 128: docs/perf-notes-flash-sm90.md, "What holds head
   // dim 128"); a tile where some probability would pass 2^8 is computed again and folded exactly
-  // (mainloop.cuh, lazy_probabilities).
-  static constexpr bool kLazyMax = kVersion == 26;
+  // (mainloop.cuh, lazy_probabilities). s29 is s26 with 160-key tiles (key_tile_rows).
+  static constexpr bool kLazyMax = kVersion == 26 || kVersion == 29;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -135,8 +142,10 @@ struct Traits {
   // in persistent CTAs beside a producer of 32 (32·128 + 160·384 = 65 536, all of the SM's and of a 512-thread
   // CTA's; FlashAttention-3's split with three): it fits there because produce()'s tile loop is not unrolled
   // (mainloop.cuh) and the epilogue's copy offsets are not hoisted into the main loop (epilogue.cuh, ptx::opaque).
-  static constexpr int kProducerRegisters = !kDynamicWalk ? 24 : kConsumers == 3 ? 32 : 56;
-  static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : kDynamicWalk ? 224 : 240;
+  // s29's 160-key tiles (S, P and O 80 + 40 + 64) spilled a register at 224; its producer gives 16 more back
+  // (40·128 + 232·256 = 64 512).
+  static constexpr int kProducerRegisters = !kDynamicWalk ? 24 : kConsumers == 3 ? 32 : kVersion == 29 ? 40 : 56;
+  static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : !kDynamicWalk ? 240 : kVersion == 29 ? 232 : 224;
   // setmaxnreg moves registers within what the CTA was launched with — kThreads × the per-thread count ptxas
   // gives __launch_bounds__(kThreads, 1), a multiple of 8: 168 × 384 = 64 512 with two consumer warpgroups,
   // 128 × 512 = 65 536 with three. A split above it never completes its increase: the consumers wait forever.
@@ -162,13 +171,13 @@ struct Traits {
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
   // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent CTA's
-  // next Q can only land once this block's O store has read them; in s5, s7, s11, s15 and s26 in a buffer of their own
+  // next Q can only land once this block's O store has read them; in s5, s7, s11, s15, s26 and s29 in a buffer of their own
   // wherever it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free
   // after the block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
   static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
   static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the dynamic
-  // walk's two item slots' full and empty barriers (s5, s7, s11, s15, s26); then those two slots' items (4 bytes each).
+  // walk's two item slots' full and empty barriers (s5, s7, s11, s15, s26, s29); then those two slots' items (4 bytes each).
   static constexpr int kBarriers = 2 + 4 * kStages + 4;
   static constexpr int kTailBytes = 8 * kBarriers + 16;
   // What an sm_90 block may opt in to: 227 KB of shared memory.
@@ -181,7 +190,7 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5, s7, s11, s15 and s26 are built only where O fits apart (versions.h, version_built): their epilogue and Q
+  // s5, s7, s11, s15, s26 and s29 are built only where O fits apart (versions.h, version_built): their epilogue and Q
   // release are tested that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "the dynamic walk stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");
