@@ -5,6 +5,7 @@
 // accumulators plain float arrays in wgmma's register layout (softmax.cuh describes it).
 //   mma_ss: D (64 × N) (+)= A (64 × 16, shared memory, K-major) · B (16 × N, shared memory, K-major)   Q·Kᵀ
 //   mma_rs: D (64 × N) (+)= A (64 × 16, registers)              · B (16 × N, shared memory, MN-major)  P·V
+//           or B K-major: Q·Kᵀ with Q from registers (s30)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,8 +23,9 @@ namespace attnlab::cuda::sm90::gmma {
 
 namespace GMMA = cute::SM90::GMMA;
 
-// The atom for (element type, N, operand sources). Q·Kᵀ reads both operands K-major; P·V reads V MN-major.
-template <class Element, int kN, bool kARegisters>
+// The atom for (element type, N, operand sources, B's major). Q·Kᵀ reads both operands K-major; P·V reads V
+// MN-major.
+template <class Element, int kN, bool kARegisters, bool kBKMajor = !kARegisters>
 struct Atom;
 
 #define ATTNLAB_SM90_GMMA_ATOMS(N)                                                                       \
@@ -42,6 +44,14 @@ struct Atom;
   template <>                                                                                            \
   struct Atom<__half, N, true> {                                                                         \
     using type = GMMA::MMA_64x##N##x16_F32F16F16_RS<GMMA::Major::K, GMMA::Major::MN>;                    \
+  };                                                                                                     \
+  template <>                                                                                            \
+  struct Atom<__nv_bfloat16, N, true, true> {                                                            \
+    using type = GMMA::MMA_64x##N##x16_F32BF16BF16_RS<GMMA::Major::K, GMMA::Major::K>;                   \
+  };                                                                                                     \
+  template <>                                                                                            \
+  struct Atom<__half, N, true, true> {                                                                   \
+    using type = GMMA::MMA_64x##N##x16_F32F16F16_RS<GMMA::Major::K, GMMA::Major::K>;                     \
   };
 // The N of every tile the traits choose (traits.h): key tiles of 64, 80, 112, 128, 160 and 176 keys, value head dims
 // 64, 96, 128, 192 and 256. 80, 112, 160 and 176 are CuTe's "extended" shapes (mma_sm90_gmma_ext.hpp, included directly
@@ -76,10 +86,11 @@ __device__ __forceinline__ void mma_ss(float (&d)[kN / 2], std::uint64_t desc_a,
                                                   accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero,
                                                   std::make_index_sequence<kN / 2>{});
 }
-template <class Element, int kN>
+// kBKMajor: B K-major (Q·Kᵀ with Q from registers) instead of MN-major (P·V).
+template <class Element, int kN, bool kBKMajor = false>
 __device__ __forceinline__ void mma_rs(float (&d)[kN / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b,
                                        bool accumulate) {
-  rs<typename Atom<Element, kN, true>::type, kN>(d, a, desc_b,
+  rs<typename Atom<Element, kN, true, kBKMajor>::type, kN>(d, a, desc_b,
                                                  accumulate ? GMMA::ScaleOut::One : GMMA::ScaleOut::Zero,
                                                  std::make_index_sequence<kN / 2>{});
 }

@@ -74,6 +74,13 @@ __device__ void produce(const KernelParams& kp, const Pipeline<Traits>& pipe, st
 // likewise over its kBlockN rows. V (B, MN-major): key step k reads rows 16k … 16k + 15 (16 rows further per
 // step), its column slices kKVSliceBytes apart (the leading offset), 8-row groups 8 rows apart (the stride
 // offset).
+// s30 (Traits::kQFromRegisters): this warpgroup's Q rows as Q·Kᵀ's A operand in registers, wgmma's A layout (as P's
+// for P·V: probabilities_to_operand): head-dim step k in r[4k … 4k + 3]. Unused, and so never allocated, elsewhere.
+template <class Traits>
+struct QOperand {
+  std::uint32_t r[Traits::kHeadQK / 4];
+};
+
 template <class Traits>
 struct ConsumerMma {
   using Element = typename Traits::Element;
@@ -83,14 +90,36 @@ struct ConsumerMma {
   static constexpr int kStepsPerRow = kRowBytes / 32;  // 16-element K steps in one swizzled row
   static constexpr std::uint32_t kGroupBytes = 8 * kRowBytes;  // one 8-row swizzle pattern
 
-  __device__ void issue_qk(float (&s)[Traits::kSRegs], std::uint32_t k_tile) const {
+  // s30: Q's fragments from shared memory, once Q has landed. Warp w's rows are 16w … 16w + 15 of the warpgroup's
+  // 64; for head-dim step k, ldmatrix's four 8 × 8 matrices are (rows 0–7, 8–15) × (columns 16k … +7, 16k + 8 … +15),
+  // lane l addressing row l % 8 of matrix l / 8, its 16-byte chunk XORed with the row's index in its 8-row pattern
+  // (the 128-byte swizzle: epilogue.cuh, swizzled_offset). 128-byte rows only (head dim 128).
+  __device__ void load_q(QOperand<Traits>& q, int warp, int lane) const {
+    static_assert(kRowBytes == 128, "Q from registers at 128-byte rows (head dim 128)");
+    const int row = 16 * warp + (lane & 7) + 8 * ((lane >> 3) & 1);
+#pragma unroll
+    for (int k = 0; k < Traits::kHeadQK / 16; ++k) {
+      const int slice = k / kStepsPerRow, chunk = 2 * (k % kStepsPerRow) + (lane >> 4);
+      std::uint32_t (&rk)[4] = *reinterpret_cast<std::uint32_t(*)[4]>(&q.r[4 * k]);
+      ptx::ldmatrix_x4(q_base + slice * Traits::kQSliceBytes + row * kRowBytes + ((chunk ^ (row & 7)) << 4), rk);
+    }
+  }
+
+  __device__ void issue_qk(float (&s)[Traits::kSRegs], std::uint32_t k_tile, const QOperand<Traits>& q) const {
     ptx::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < Traits::kHeadQK / 16; ++k) {
       const int slice = k / kStepsPerRow, within = 32 * (k % kStepsPerRow);
-      gmma::mma_ss<Element, Traits::kBlockN>(
-          s, ptx::make_descriptor<kRowBytes>(q_base + slice * Traits::kQSliceBytes + within, 16, kGroupBytes),
-          ptx::make_descriptor<kRowBytes>(k_tile + slice * Traits::kKVSliceBytes + within, 16, kGroupBytes), k > 0);
+      const std::uint64_t k_desc =
+          ptx::make_descriptor<kRowBytes>(k_tile + slice * Traits::kKVSliceBytes + within, 16, kGroupBytes);
+      if constexpr (Traits::kQFromRegisters) {
+        const std::uint32_t (&qk)[4] = *reinterpret_cast<const std::uint32_t(*)[4]>(&q.r[4 * k]);
+        gmma::mma_rs<Element, Traits::kBlockN, true>(s, qk, k_desc, k > 0);
+      } else {
+        gmma::mma_ss<Element, Traits::kBlockN>(
+            s, ptx::make_descriptor<kRowBytes>(q_base + slice * Traits::kQSliceBytes + within, 16, kGroupBytes),
+            k_desc, k > 0);
+      }
     }
     ptx::wgmma_commit();
   }
@@ -198,8 +227,8 @@ __device__ __forceinline__ void scores_to_probabilities(float (&s)[Traits::kSReg
 template <class Traits>
 __device__ __forceinline__ bool lazy_probabilities(float (&s)[Traits::kSRegs], const ConsumerSetup<Traits>& c,
                                                    const BlockWork& w, int key0, int lane, int consumer,
-                                                   std::uint32_t k_tile, OnlineSoftmax& softmax,
-                                                   float (&correction)[2]) {
+                                                   std::uint32_t k_tile, const QOperand<Traits>& q,
+                                                   OnlineSoftmax& softmax, float (&correction)[2]) {
   const OnlineSoftmax before = softmax;
   mask_scores<Traits>(s, c, w, key0, lane);
   const bool lazy =
@@ -213,7 +242,7 @@ __device__ __forceinline__ bool lazy_probabilities(float (&s)[Traits::kSRegs], c
   }
   if (ptx::named_barrier_all(own_barrier(consumer), 128, bounded)) return !lazy;
   softmax = before;
-  c.mma.issue_qk(s, k_tile);
+  c.mma.issue_qk(s, k_tile, q);
   ptx::wgmma_wait<0>();
   ptx::fence_registers(s);
   mask_scores<Traits>(s, c, w, key0, lane);
@@ -246,12 +275,14 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
   }
   ptx::wait(pipe.q_full(), at.q_phase);
   const std::uint32_t s0 = at.step0;
+  QOperand<Traits> q;
+  if constexpr (Traits::kQFromRegisters) c.mma.load_q(q, warp, lane);
 
   float s[Traits::kSRegs];
   std::uint32_t a[Traits::kPRegs];
   pipe.wait_k(s0);
   turns.begin(0);
-  c.mma.issue_qk(s, k_tile<Traits>(smem, s0));
+  c.mma.issue_qk(s, k_tile<Traits>(smem, s0), q);
   turns.end(0);
   ptx::wgmma_wait<0>();
   ptx::fence_registers(s);
@@ -275,11 +306,11 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
       ptx::wgmma_wait<0>();
       ptx::fence_registers(o);
       pipe.release_v(before, lane);
-      c.mma.issue_qk(s, k_tile<Traits>(smem, now));
+      c.mma.issue_qk(s, k_tile<Traits>(smem, now), q);
       turns.end(step);
       ptx::wgmma_wait<0>();
     } else {
-      c.mma.issue_qk(s, k_tile<Traits>(smem, now));
+      c.mma.issue_qk(s, k_tile<Traits>(smem, now), q);
       if constexpr (Traits::kRescaleBeforePv) OnlineSoftmax::rescale(o, correction);  // the tile before's
       // s15: V waited for here, under the Q·Kᵀ just issued; the turn is held meanwhile, but the tensor cores
       // are busy with this warpgroup's Q·Kᵀ, which the other's GEMMs would queue behind.
@@ -292,7 +323,7 @@ __device__ void consume_overlapped(const KernelParams& kp, const Pipeline<Traits
     const int key0 = (w.tile_begin + step) * Traits::kBlockN;
     bool rescale_o = true;
     if constexpr (Traits::kLazyMax)  // K and Q stay held until the tile's probabilities are known to stand
-      rescale_o = lazy_probabilities<Traits>(s, c, w, key0, lane, consumer, k_tile<Traits>(smem, now), softmax,
+      rescale_o = lazy_probabilities<Traits>(s, c, w, key0, lane, consumer, k_tile<Traits>(smem, now), q, softmax,
                                              correction);
     pipe.release_k(now, lane);
     if constexpr (Traits::kOwnOBuffer)

@@ -59,6 +59,16 @@ __device__ __forceinline__ std::uint32_t load_shared(std::uint32_t addr) {
   return value;
 }
 
+// Four 8 × 8 matrices of 16-bit elements from shared memory (ldmatrix .x4): lane l gives the address of row l % 8
+// of matrix l / 8 (16 bytes), and receives in r[i] the two elements of matrix i at row l / 4, columns 2 (l % 4) and
+// 2 (l % 4) + 1 — for a 16 × 16 tile read as (rows 0–7, 8–15) × (columns 0–7, 8–15), mma's A fragment.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t addr, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
 // 16 zero bytes at a 16-byte aligned shared address.
 __device__ __forceinline__ void store_zero_16(std::uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0u) : "memory");
