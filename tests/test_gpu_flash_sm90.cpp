@@ -3,8 +3,8 @@
 // and 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
 // stream; sliding windows, GQA/MQA, per-batch sequence lengths (host and device, NaN in the padding), softcap,
 // shapes drawn at random through one context; query heads packed into one block (GQA/MQA at small T); each kernel
-// version (s1 … s7, s11, s13, s15, s26) by index, s5's counter in a caller workspace; path flash choosing between
-// the two families; and its refusals (rising row maxima: test_gpu_flash_sm90_softmax.cpp). The harness poisons
+// version (s1 … s7, s11, s13, s15, s26, s29, s30) by index, s5's counter in a caller workspace; path flash choosing
+// between the two families; and its refusals (rising row maxima: test_gpu_flash_sm90_softmax.cpp). The harness poisons
 // every output, draws fresh inputs and checks for NaN. Skips visibly without a GPU of compute capability 9.0 (the
 // kernels are sm_90a code).
 #include <gtest/gtest.h>

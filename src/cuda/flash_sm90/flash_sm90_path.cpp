@@ -91,8 +91,8 @@ namespace {
 constexpr const char* kName = "flash-sm90";
 
 // The call's scratch: per-batch lengths that must be placed on the device (host tensors, strided ones; 2·B int32,
-// cuda/common/seqlens.h), then the block counter of s5, s7, s11, s15 and s26 where their CTAs walk several blocks
-// (launch.h). 16-byte pieces.
+// cuda/common/seqlens.h), then the block counter of s5, s7, s11, s15, s26, s29 and s30 where their CTAs walk several
+// blocks (launch.h). 16-byte pieces.
 struct ScratchLayout {
   std::size_t counter_offset = 0, bytes = 0;
   bool counter = false;
@@ -140,8 +140,8 @@ class FlashSm90Path final : public core::Path {
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {
       // Device lengths of unit stride are read in place (no scratch); others are placed in the call's scratch, in
-      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11, s15, s26) starts at zero for every
-      // launch.
+      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11, s15, s26, s29, s30) starts at zero
+      // for every launch.
       ScratchLease scratch(ctx, p, layout.bytes, stream, kName);
       if (p.has_seqlens()) {
         const DeviceSeqlens lengths =

@@ -1,6 +1,6 @@
 // attnlab's sm_90a flash forward kernel: warp-specialized (one producer warpgroup issuing TMA, two consumer warpgroups
 // running wgmma and the softmax, three in s6 and s11), K/V in a two-slot mbarrier pipeline, O out through shared memory
-// and a TMA store; s3, s5, s7, s11, s15 and s26 persistent (one CTA per SM walking the blocks). Its parts:
+// and a TMA store; s3, s5, s7, s11, s15, s26, s29 and s30 persistent (one CTA per SM walking the blocks). Its parts:
 // scheduler.cuh (which block), pipeline.cuh (the slots), mainloop.cuh (both roles), softmax.cuh, epilogue.cuh; ptx.cuh
 // and gmma.cuh have the instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist there alone); on any other
 // architecture the kernel body is empty and the path never launches it (flash_sm90_path.cpp).

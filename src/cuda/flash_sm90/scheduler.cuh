@@ -1,9 +1,9 @@
 // Which blocks a CTA computes. Versions s1 and s2 keep the sm_80 family's mapping (cuda/flash/scheduler.cuh): one CTA
 // per (query block, head, batch), longest first within sections of (batch, head) pairs that share L2. Versions s3 and
-// s5 (and s7, s11, s15, s26) are persistent: one CTA per SM walks the same list, so a CTA's next block starts its loads
-// while this one's epilogue runs, and no CTA is launched per block. s3 walks it with a stride of the grid (TileWalk), a
-// static deal that leaves CTAs unequal under causal masks; s5 takes each CTA's next block from a counter (DynamicWalk),
-// FlashAttention-3's dynamic scheduler.
+// s5 (and s7, s11, s15, s26, s29, s30) are persistent: one CTA per SM walks the same list, so a CTA's next block starts
+// its loads while this one's epilogue runs, and no CTA is launched per block. s3 walks it with a stride of the grid
+// (TileWalk), a static deal that leaves CTAs unequal under causal masks; s5 takes each CTA's next block from a counter
+// (DynamicWalk), FlashAttention-3's dynamic scheduler.
 #pragma once
 
 #include "cuda/flash/mask.cuh"
