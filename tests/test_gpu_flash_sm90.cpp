@@ -3,7 +3,7 @@
 // and 192/128 too) without a mask and with causal masks of both alignments, on the default and on a non-blocking
 // stream; sliding windows, GQA/MQA, per-batch sequence lengths (host and device, NaN in the padding), softcap,
 // shapes drawn at random through one context; query heads packed into one block (GQA/MQA at small T); each kernel
-// version (s1 … s7, s11, s13, s15, s26, s29, s30) by index, s5's counter in a caller workspace; path flash choosing
+// version (s1 … s7, s11, s13, s15, s26, s29, s30, s31) by index, s5's counter in a caller workspace; path flash choosing
 // between the two families; and its refusals (rising row maxima: test_gpu_flash_sm90_softmax.cpp). The harness poisons
 // every output, draws fresh inputs and checks for NaN. Skips visibly without a GPU of compute capability 9.0 (the
 // kernels are sm_90a code).
@@ -34,14 +34,14 @@ struct Shape {
   std::int64_t T, S;
 };
 // dtype, shape, non-blocking stream, kernel version (Tuning::flash_config: 1 = s1 … 7 = s7, 11 = s11, 13 = s13,
-// 15 = s15, 26 = s26, 29 = s29, 30 = s30), head dim
+// 15 = s15, 26 = s26, 29 = s29, 30 = s30, 31 = s31), head dim
 using GridParam = std::tuple<DType, Shape, bool, int, Heads>;
 
 class GpuFlashSm90Grid : public ::testing::TestWithParam<GridParam> {};
 
 // A version not built at a case's head dims (src/cuda/flash_sm90/versions.h, version_built: s3 not at 256, s5 not
-// at 192/192 and 256, s6, s7 and s11 at 64 alone, s13 at 256 alone, s15 and s26 at 128 alone) must be refused by that
-// rule, before any launch. Returns whether the version runs at the case's head dims.
+// at 192/192 and 256, s6, s7 and s11 at 64 alone, s13 at 256 alone, s15, s26, s29, s30 and s31 at 128 alone) must be
+// refused by that rule, before any launch. Returns whether the version runs at the case's head dims.
 bool runs_or_is_refused(const Case& c, int version) {
   if (attnlab::cuda::sm90::version_built(int(c.Hqk), int(c.Hv), version)) return true;
   expect_forward_refused_on_device(c, "is not built at head dims " + std::to_string(c.Hqk) + "/" +
@@ -85,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(OddShapes, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16, DType::f16),
                                             ::testing::Values(Shape{1, 1}, Shape{1, 7}, Shape{7, 1},
                                                               Shape{113, 203}, Shape{203, 113}, Shape{1023, 1024}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15, 26, 29, 30),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15, 26, 29, 30, 31),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
 // Head dims 64, 96 (the 64-byte swizzle), 192, 192/128 and 256 (key tiles of 128, 112 and 64 keys): most of the
@@ -119,7 +119,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDim64Only, GpuFlashSm90Grid,
                          grid_name);
 INSTANTIATE_TEST_SUITE_P(LongSequence, GpuFlashSm90Grid,
                          ::testing::Combine(::testing::Values(DType::bf16), ::testing::Values(Shape{4224, 4224}),
-                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15, 26, 29, 30),
+                                            ::testing::Bool(), ::testing::Values(1, 2, 3, 4, 5, 15, 26, 29, 30, 31),
                                             ::testing::Values(Heads{128, 128})),
                          grid_name);
 
@@ -427,7 +427,7 @@ TEST_P(GpuFlashSm90, AnyScale) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuFlashSm90,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
-                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 26, 29, 30)),
+                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 26, 29, 30, 31)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));
@@ -539,9 +539,9 @@ TEST(GpuFlashSm90Errors, RefusesWhatItDoesNotRun) {
   ATTNLAB_TEST_RNG(rng);
   const Tensors t = make_inputs(c, rng);
   DeviceMirror mirror;
-  // s0 retired, s8 … s10, s12, s14, s16, s20, s21, s24, s25, s27 and s28 not kept, 17 … 19, 22 and 23 probes; 31 is
+  // s0 retired, s8 … s10, s12, s14, s16, s20, s21, s24, s25, s27 and s28 not kept, 17 … 19, 22 and 23 probes; 32 is
   // past them
-  for (const int index : {0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31}) {
+  for (const int index : {0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 32}) {
     tuning.flash_config = index;
     tuned.set_tuning(tuning);
     const auto why = attnlab::why_not(tuned, "flash-sm90", device_forward_args(c, t, mirror));

@@ -78,7 +78,7 @@ TEST_P(GpuFlashSm90Softmax, RisingMaxima) {
 // The versions built at head dim 128 (src/cuda/flash_sm90/versions.h, version_built).
 INSTANTIATE_TEST_SUITE_P(Versions, GpuFlashSm90Softmax,
                          ::testing::Combine(::testing::Values(DType::f16, DType::bf16),
-                                            ::testing::Values(1, 2, 3, 4, 5, 15, 26, 29, 30)),
+                                            ::testing::Values(1, 2, 3, 4, 5, 15, 26, 29, 30, 31)),
                          [](const ::testing::TestParamInfo<DtypeVersion>& info) {
                            return std::string(dtype_name(std::get<0>(info.param))) + "_s" +
                                   std::to_string(std::get<1>(info.param));

@@ -100,14 +100,17 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
   EXPECT_TRUE(version_built(128, 128, 30));  // s30: s26 with Q·Kᵀ's Q from registers, at head dim 128 alone
   EXPECT_FALSE(version_built(64, 64, 30));
   EXPECT_FALSE(version_built(256, 256, 30));
+  EXPECT_TRUE(version_built(128, 128, 31));  // s31: s26 with the next block fetched ahead, at head dim 128 alone
+  EXPECT_FALSE(version_built(64, 64, 31));
+  EXPECT_FALSE(version_built(256, 256, 31));
 }
 
 TEST(Sm90Versions, NumberedOnesExist) {
   using attnlab::cuda::sm90::version_exists;
-  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 26, 29, 30}) EXPECT_TRUE(version_exists(v)) << v;
+  for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 26, 29, 30, 31}) EXPECT_TRUE(version_exists(v)) << v;
   // s0 retired; s8 … s10, s12, s14, s16, s20, s21, s24, s25, s27 and s28 not kept; 17 … 19, 22 and 23
-  // probes; 31 is the first past the list
-  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31})
+  // probes; 32 is the first past the list
+  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 32})
     EXPECT_FALSE(version_exists(v)) << v;
 }
 

@@ -91,7 +91,7 @@ namespace {
 constexpr const char* kName = "flash-sm90";
 
 // The call's scratch: per-batch lengths that must be placed on the device (host tensors, strided ones; 2·B int32,
-// cuda/common/seqlens.h), then the block counter of s5, s7, s11, s15, s26, s29 and s30 where their CTAs walk several
+// cuda/common/seqlens.h), then the block counter of s5, s7, s11, s15, s26, s29, s30 and s31 where their CTAs walk several
 // blocks (launch.h). 16-byte pieces.
 struct ScratchLayout {
   std::size_t counter_offset = 0, bytes = 0;
@@ -140,7 +140,7 @@ class FlashSm90Path final : public core::Path {
     DeviceGuard guard(p.device_index);
     if (p.has_seqlens() || layout.bytes > 0) {
       // Device lengths of unit stride are read in place (no scratch); others are placed in the call's scratch, in
-      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11, s15, s26, s29, s30) starts at zero
+      // the stream's order (cuda/common/seqlens.h). The walk's counter (s5, s7, s11, s15, s26, s29, s30, s31) starts at zero
       // for every launch.
       ScratchLease scratch(ctx, p, layout.bytes, stream, kName);
       if (p.has_seqlens()) {

@@ -1,6 +1,6 @@
 // attnlab's sm_90a flash forward kernel: warp-specialized (one producer warpgroup issuing TMA, two consumer warpgroups
 // running wgmma and the softmax, three in s6 and s11), K/V in a two-slot mbarrier pipeline, O out through shared memory
-// and a TMA store; s3, s5, s7, s11, s15, s26, s29 and s30 persistent (one CTA per SM walking the blocks). Its parts:
+// and a TMA store; s3, s5, s7, s11, s15, s26, s29, s30 and s31 persistent (one CTA per SM walking the blocks). Its parts:
 // scheduler.cuh (which block), pipeline.cuh (the slots), mainloop.cuh (both roles), softmax.cuh, epilogue.cuh; ptx.cuh
 // and gmma.cuh have the instructions. Compiled for sm_90a only (wgmma and setmaxnreg exist there alone); on any other
 // architecture the kernel body is empty and the path never launches it (flash_sm90_path.cpp).
@@ -43,10 +43,16 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) forward_kernel(const __gr
       for (unsigned item = blockIdx.x;; ++i) {
         DynamicWalk::publish(pipe, i, item);
         if (item >= TileWalk::count(kp)) break;
+        // s31 (Traits::kFetchAhead): the claim goes out before this block's loads, its answer first used after them.
+        unsigned claim = 0;
+        if constexpr (Traits::kFetchAhead) claim = DynamicWalk::claim(kp.tile_counter);
         const BlockWork w = block_work<Traits>(kp, flash::coord_of(p, item, TileWalk::m_blocks(kp)));
         produce<Traits>(kp, pipe, smem, w, BlockSchedule{step0, i & 1u, i == 0, false});
         step0 += std::uint32_t(w.tiles());
-        item = DynamicWalk::next(kp.tile_counter, TileWalk::count(kp));
+        if constexpr (Traits::kFetchAhead)
+          item = DynamicWalk::claimed_item(kp.tile_counter, claim, TileWalk::count(kp));
+        else
+          item = DynamicWalk::next(kp.tile_counter, TileWalk::count(kp));
       }
     } else if constexpr (Traits::kPersistent) {
       std::uint32_t step0 = 0, i = 0;

@@ -32,7 +32,8 @@ void launch_where_built(const KernelParams& params, int device, cudaStream_t str
 
 template <class Element, int kHeadQK, int kHeadV>
 void launch_version(int version, const KernelParams& params, int device, cudaStream_t stream) {
-  static_assert(kVersions == 31);
+  static_assert(kVersions == 32);
+  if (version == 31) return launch_where_built<Element, kHeadQK, kHeadV, 31>(params, device, stream);
   if (version == 30) return launch_where_built<Element, kHeadQK, kHeadV, 30>(params, device, stream);
   if (version == 29) return launch_where_built<Element, kHeadQK, kHeadV, 29>(params, device, stream);
   if (version == 26) return launch_where_built<Element, kHeadQK, kHeadV, 26>(params, device, stream);

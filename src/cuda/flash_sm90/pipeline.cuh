@@ -23,7 +23,7 @@ struct Pipeline {
   __device__ std::uint32_t k_empty(int slot) const { return barriers + 8 * (1 + kStages + slot); }
   __device__ std::uint32_t v_full(int slot) const { return barriers + 8 * (1 + 2 * kStages + slot); }
   __device__ std::uint32_t v_empty(int slot) const { return barriers + 8 * (1 + 3 * kStages + slot); }
-  // Persistent CTAs (s3, s5, s7, s11, s15, s26, s29, s30): Q's shared memory is free again once the consumer
+  // Persistent CTAs (s3, s5, s7, s11, s15, s26, s29, s30, s31): Q's shared memory is free again once the consumer
   // warpgroups' output stores, staged in it, have been read (one arrival per consumer warpgroup), or, where O is staged
   // apart (Traits::kOwnOBuffer), once the block's last Q·Kᵀ has completed (one arrival per consumer warp, as for a K
   // slot).
@@ -95,7 +95,7 @@ constexpr int kKeyPaddingBarrier = 1 + 2 * kMaxConsumers;
 // goes first: the last consumer's first arrival, as if it had ended turn −1, starts it. All take `count` turns per
 // block; a persistent CTA's blocks continue one sequence of turns, so only its first block starts it, and only the
 // last turn of its last block (`last_block`) has no successor: the last consumer then arrives nowhere. A CTA that
-// learns only after a block that it was its last (the dynamic walk of s5, s7, s11, s15, s26, s29 and s30) runs every
+// learns only after a block that it was its last (the dynamic walk of s5, s7, s11, s15, s26, s29, s30 and s31) runs every
 // block with last_block false and ends with drain(): consumer 0 takes the last consumer's final arrival.
 template <int kConsumers>
 struct MmaTurns {

@@ -1,6 +1,6 @@
 // Which blocks a CTA computes. Versions s1 and s2 keep the sm_80 family's mapping (cuda/flash/scheduler.cuh): one CTA
 // per (query block, head, batch), longest first within sections of (batch, head) pairs that share L2. Versions s3 and
-// s5 (and s7, s11, s15, s26, s29, s30) are persistent: one CTA per SM walks the same list, so a CTA's next block starts
+// s5 (and s7, s11, s15, s26, s29, s30, s31) are persistent: one CTA per SM walks the same list, so a CTA's next block starts
 // its loads while this one's epilogue runs, and no CTA is launched per block. s3 walks it with a stride of the grid
 // (TileWalk), a static deal that leaves CTAs unequal under causal masks; s5 takes each CTA's next block from a counter
 // (DynamicWalk), FlashAttention-3's dynamic scheduler.
@@ -91,6 +91,19 @@ struct DynamicWalk {
   // Producer (one thread): the item after this CTA's current block.
   static __device__ unsigned next(std::int32_t* counter, unsigned items) {
     return counter != nullptr ? gridDim.x + unsigned(atomicAdd(counter, 1)) : items;
+  }
+  // The same in two halves, for s31 (traits.h, kFetchAhead): claim() issues the atomic, claimed_item() turns its
+  // answer into the item. The add is inline PTX marked volatile, so that ptxas keeps it after the block's loads
+  // (volatile too) between the two calls: an add right after the atomic, where ptxas had put it, waits for the
+  // atomic's answer before the loads go out.
+  static __device__ unsigned claim(std::int32_t* counter) {
+    return counter != nullptr ? unsigned(atomicAdd(counter, 1)) : 0u;
+  }
+  static __device__ unsigned claimed_item(const std::int32_t* counter, unsigned claim, unsigned items) {
+    if (counter == nullptr) return items;
+    unsigned item;
+    asm volatile("add.u32 %0, %1, %2;\n" : "=r"(item) : "r"(claim), "r"(gridDim.x));
+    return item;
   }
   template <class Pipe>
   static __device__ void publish(const Pipe& pipe, std::uint32_t i, unsigned item) {

@@ -38,11 +38,11 @@ constexpr int key_tile_rows(int head_qk, int version) {
 }
 
 // Versions whose persistent CTAs take their blocks from a counter (scheduler.cuh, DynamicWalk): s5, s7, s11, s15,
-// s26, s29 and s30.
+// s26, s29, s30 and s31.
 // Plain C++: the host side places the counter in the call's scratch for it.
 constexpr bool walks_dynamically(int version) {
   return version == 5 || version == 7 || version == 11 || version == 15 || version == 26 || version == 29 ||
-         version == 30;
+         version == 30 || version == 31;
 }
 
 // Query rows per consumer warpgroup: wgmma's M. Plain C++: the host side sizes O's TMA box with it.
@@ -69,7 +69,8 @@ constexpr int compiled_version(int head_dim, int version) {
 // tiles at head dim 64, each P·V finished before the next Q·Kᵀ), 11 = s11 (s6 in persistent CTAs that take their
 // blocks from s5's counter), 13 = s13 (s4 at head dim 256 with O rescaled before P·V), 15 = s15 (s5 at head dim
 // 128 with K loaded a tile ahead of V and V waited for inside the turn), 26 = s26 (s15 with lazy row maxima),
-// 29 = s29 (s26 with 160-key tiles), 30 = s30 (s26 with Q·Kᵀ's Q from registers);
+// 29 = s29 (s26 with 160-key tiles), 30 = s30 (s26 with Q·Kᵀ's Q from registers), 31 = s31 (s26 with the next
+// block taken from the counter as this one starts);
 // docs/perf-notes-flash-sm90.md (s0, each GEMM waited for, is retired; s8, s9, s10, s12, s14, s16, s20, s21, s24,
 // s25, s27 and s28 were experiments not kept, 17–19, 22 and 23 probes that computed no attention, their numbers not
 // reused).
@@ -79,12 +80,12 @@ struct Traits {
   static constexpr int kVersion = kVersionIndex;
   static_assert((kVersion >= 1 && kVersion <= 7) || kVersion == 11 ||
                     (kVersion == 13 && kHeadQKDim == 256 && kHeadVDim == 256) ||
-                    ((kVersion == 15 || kVersion == 26 || kVersion == 29 || kVersion == 30) && kHeadQKDim == 128 &&
-                     kHeadVDim == 128),
-                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15, s26, s29 and s30 at 128 alone");
+                    ((kVersion == 15 || kVersion == 26 || kVersion == 29 || kVersion == 30 || kVersion == 31) &&
+                     kHeadQKDim == 128 && kHeadVDim == 128),
+                "kernel versions s1 … s7 and s11; s13 at head dim 256 alone, s15, s26, s29, s30 and s31 at 128 alone");
   static_assert(kVersion != 7 || (kHeadQKDim == 64 && kHeadVDim == 64), "s7 is built at head dim 64 alone");
   static constexpr bool kPersistent = kVersion == 3 || walks_dynamically(kVersion);
-  // s5, s7, s11, s15, s26, s29, s30: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh,
+  // walks_dynamically: a CTA's blocks after its first come from a counter in global memory (scheduler.cuh,
   // DynamicWalk), one at a time as the CTA frees, which deals the longest-first list greedily, as the hardware deals a
   // grid of CTAs.
   static constexpr bool kDynamicWalk = walks_dynamically(kVersion);
@@ -102,19 +103,28 @@ struct Traits {
   // which frees only when P·V(j − 2) completes; a consumer waits for V(j − 1) inside its turn, after Q·Kᵀ(j) is
   // issued, so the V tile has that GEMM's time more to land (mainloop.cuh). At head dim 256 the same order on s13
   // measured slower (docs/perf-notes-flash-sm90.md, s16).
-  static constexpr bool kKeysAheadOfValues = kVersion == 15 || kVersion == 26 || kVersion == 29 || kVersion == 30;
+  static constexpr bool kKeysAheadOfValues =
+      kVersion == 15 || kVersion == 26 || kVersion == 29 || kVersion == 30 || kVersion == 31;
   // s26 (s15 with lazy row maxima): after a block's first key tile a warp whose rows all have a maximum computes
   // the tile's probabilities against it, without taking the tile's row maxima (their FMNMX chains and shuffles were
   // measured to cost s15 a seventh of its cycles at head dim 128: docs/perf-notes-flash-sm90.md, "What holds head
   // dim 128"); a tile where some probability would pass 2^8 is computed again and folded exactly
-  // (mainloop.cuh, lazy_probabilities). s29 is s26 with 160-key tiles (key_tile_rows), s30 s26 with Q from registers.
-  static constexpr bool kLazyMax = kVersion == 26 || kVersion == 29 || kVersion == 30;
+  // (mainloop.cuh, lazy_probabilities). s29 is s26 with 160-key tiles (key_tile_rows), s30 s26 with Q from registers,
+  // s31 s26 with the walk's next block fetched ahead (kFetchAhead).
+  static constexpr bool kLazyMax = kVersion == 26 || kVersion == 29 || kVersion == 30 || kVersion == 31;
   // s30: Q·Kᵀ takes Q from registers (an RS wgmma, K still from shared memory), loaded once per block with ldmatrix,
   // instead of reading this warpgroup's 16 KB of Q from shared memory in every tile's Q·Kᵀ. s28 measured shared
   // memory near its bandwidth at head dim 128: a Q·Kᵀ of 64 × 128 keys reads 48 KB in its 512 tensor cycles (96
   // bytes a cycle of the SM's 128) while the TMA writes the next K and V; from registers it reads K's 32 KB alone.
   // Q's fragments take 32 registers per consumer thread (wgmma's A layout, head dim / 4).
   static constexpr bool kQFromRegisters = kVersion == 30;
+  // s31: the producer asks the counter for the CTA's next block when it starts this block's loads, not after it has
+  // issued them all (FlashAttention-3's scheduler fetches its next tile as early). The answer's round trip to L2
+  // then runs under the block instead of between its last loads and the next block's Q and first K, which at
+  // T = 512 (four key tiles a block) are on the consumers' path: the table's head-dim-128 rows fit a block's time as
+  // about 3.1 µs plus 1.6 µs a key tile (docs/perf-notes-flash-sm90.md, s31). The CTA holds one claimed block
+  // ahead, as FlashAttention-3's does; the number of claims a call makes is unchanged.
+  static constexpr bool kFetchAhead = kVersion == 31;
   static_assert((kHeadQKDim == kHeadVDim && (kHeadQKDim == 64 || kHeadQKDim == 96 || kHeadQKDim == 128 ||
                                              kHeadQKDim == 192 || kHeadQKDim == 256)) ||
                     (kHeadQKDim == 192 && kHeadVDim == 128),
@@ -181,13 +191,13 @@ struct Traits {
   static constexpr int kKOffset = kQOffset + kQBytes;
   static constexpr int kVOffset = kKOffset + kStages * kKBytes;
   // O's staging rows (kBlockM × Hv, the O box's swizzle). In Q's shared memory (Hv ≤ Hqk), where a persistent CTA's
-  // next Q can only land once this block's O store has read them; in s5, s7, s11, s15, s26, s29 and s30 in a buffer of their own
-  // wherever it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free
+  // next Q can only land once this block's O store has read them; in the dynamic walk's versions (walks_dynamically)
+  // in a buffer of their own wherever it fits beside Q and the K/V slots (head dims 64, 96, 128 and 192/128; not 192 and 256), so Q is free
   // after the block's last Q·Kᵀ and the next block's Q load runs under this block's last P·V and epilogue.
   static constexpr int kOStagedBytes = kQSliceBytes * kVSlices;
   static constexpr int kFixedBytes = kVOffset + kStages * kVBytes;
   // Barriers: Q full, then per stage K full, K empty, V full, V empty, then Q empty (persistent CTAs), then the dynamic
-  // walk's two item slots' full and empty barriers (s5, s7, s11, s15, s26, s29, s30); then those two slots' items (4 bytes each).
+  // walk's two item slots' full and empty barriers (walks_dynamically); then those two slots' items (4 bytes each).
   static constexpr int kBarriers = 2 + 4 * kStages + 4;
   static constexpr int kTailBytes = 8 * kBarriers + 16;
   // What an sm_90 block may opt in to: 227 KB of shared memory.
@@ -200,7 +210,7 @@ struct Traits {
   // The dynamic allocation asks 1 KB more, so the kernel can round its base up to 1024 bytes.
   static constexpr int kSmemAllocation = kSmemBytes + 1024;
   static_assert(kOStagedBytes <= kQBytes, "O's staging rows fit in Q's shared memory (Hv ≤ Hqk)");
-  // s5, s7, s11, s15, s26, s29 and s30 are built only where O fits apart (versions.h, version_built): their epilogue and Q
+  // The dynamic walk's versions are built only where O fits apart (versions.h, version_built): their epilogue and Q
   // release are tested that way.
   static_assert(!kDynamicWalk || kOwnOBuffer, "the dynamic walk stages O in a buffer of its own");
   static_assert(kKVSliceBytes % 1024 == 0 && kQSliceBytes % 1024 == 0, "every tile stays 1024-byte aligned");

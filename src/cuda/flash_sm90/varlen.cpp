@@ -49,7 +49,7 @@ core::Problem as_problem(const VarlenForwardArgs& a, const core::VarlenLayout& l
   return p;
 }
 
-// The block counter of s5, s7, s11, s15, s26, s29 and s30 (scheduler.cuh, DynamicWalk) where the batch's blocks
+// The block counter of s5, s7, s11, s15, s26, s29, s30 and s31 (scheduler.cuh, DynamicWalk) where the batch's blocks
 // outnumber the SMs: a 16-byte piece of scratch, as for a padded call (flash_sm90_path.cpp). The grid has a block per
 // ⌈max_seqlen_q / rows⌉ position blocks of every sequence and query head (those past a sequence's length exit at once).
 std::size_t counter_bytes(const core::Problem& p, int version) {
@@ -108,7 +108,7 @@ void run_varlen(Context& ctx, const VarlenForwardArgs& a, const core::VarlenLayo
   build_tensor_maps(p, version, params);
   DeviceGuard guard(p.device_index);
   if (scratch_bytes > 0) {
-    // The walk's counter (s5, s7, s11, s15, s26, s29, s30) starts at zero for every launch, in the stream's order.
+    // The walk's counter (s5, s7, s11, s15, s26, s29, s30, s31) starts at zero for every launch, in the stream's order.
     ScratchLease scratch(impl, owner, scratch_bytes, stream, "flash-sm90");
     params.tile_counter = reinterpret_cast<std::int32_t*>(scratch.data());
     check_cuda(cudaMemsetAsync(params.tile_counter, 0, sizeof(std::int32_t), stream),

@@ -7,14 +7,14 @@
 namespace attnlab::cuda::sm90 {
 
 // The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7, 11, 13, 15, 26,
-// 29 and 30 (s1 … s7, s11, s13, s15, s26, s29, s30); 0 was s0, retired, 8, 9, 10, 12, 14, 16, 20, 21, 24, 25, 27 and 28 experiments
+// 29, 30 and 31 (s1 … s7, s11, s13, s15, s26, s29, s30, s31); 0 was s0, retired, 8, 9, 10, 12, 14, 16, 20, 21, 24, 25, 27 and 28 experiments
 // not kept and 17–19, 22 and 23 probes that computed no attention (docs/perf-notes-flash-sm90.md), whose numbers are
 // not reused. s2 and later
 // need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
-constexpr int kVersions = 31;  // one past the highest number (launch.cpp's dispatch asserts it)
+constexpr int kVersions = 32;  // one past the highest number (launch.cpp's dispatch asserts it)
 constexpr bool version_exists(int version) {
   return (version >= 1 && version <= 7) || version == 11 || version == 13 || version == 15 || version == 26 ||
-         version == 29 || version == 30;
+         version == 29 || version == 30 || version == 31;
 }
 
 // Whether version `version` is compiled at head dims `head_qk`/`head_v` (src/CMakeLists.txt follows it). The
@@ -24,14 +24,15 @@ constexpr bool version_exists(int version) {
 // docs/perf-notes-flash-sm90.md). s6's and s11's three consumer warpgroups and s7's 256-key tiles exist at head
 // dim 64 alone (traits.h, query_block_rows and key_tile_rows), s13 (s4 with O rescaled before P·V) at 256 alone,
 // s15 (s5 with FlashAttention-3's order of K/V loads and waits), s26 (s15 with lazy row maxima), s29 (s26 with
-// 160-key tiles) and s30 (s26 with Q from registers) at 128 alone.
+// 160-key tiles), s30 (s26 with Q from registers) and s31 (s26 with the next block fetched ahead) at 128 alone.
 // The path refuses such a call by this rule.
 constexpr bool version_built(int head_qk, int head_v, int version) {
   if (version == 3) return head_qk != 256;
   if (version == 5) return head_qk != 256 && !(head_qk == 192 && head_v == 192);
   if (version == 6 || version == 7 || version == 11) return head_qk == 64 && head_v == 64;
   if (version == 13) return head_qk == 256 && head_v == 256;
-  if (version == 15 || version == 26 || version == 29 || version == 30) return head_qk == 128 && head_v == 128;
+  if (version == 15 || version == 26 || version == 29 || version == 30 || version == 31)
+    return head_qk == 128 && head_v == 128;
   return true;
 }
 
