@@ -99,9 +99,9 @@ TEST(Sm90Versions, EveryDefaultIsBuilt) {
 TEST(Sm90Versions, NumberedOnesExist) {
   using attnlab::cuda::sm90::version_exists;
   for (const int v : {1, 2, 3, 4, 5, 6, 7, 11, 13, 15, 26}) EXPECT_TRUE(version_exists(v)) << v;
-  // s0 retired; s8 … s10, s12, s14, s16, s20, s21, s24, s25, s27 and s28 not kept; 17 … 19, 22 and 23
+  // s0 retired; s8 … s10, s12, s14, s16, s20, s21, s24, s25 and s27 … s31 not kept; 17 … 19, 22 and 23
   // probes; 27 is also the first past the list
-  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28})
+  for (const int v : {-1, 0, 8, 9, 10, 12, 14, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 29, 30, 31})
     EXPECT_FALSE(version_exists(v)) << v;
 }
 

@@ -73,7 +73,7 @@ std::optional<std::string> call_rules(const core::Problem& p, bool packed) {
     return std::string("ceil(T / 128) · N · B must be below 2^31 (the grid's blocks are numbered in 32 bits)");
   if (p.tuning->flash_config >= 0 && !version_exists(p.tuning->flash_config))
     return fmt::format("flash_config = {} names no kernel version (flash-sm90 has {}; s0 was retired, s8, s9, "
-                       "s10, s12, s14, s16, s20, s21, s24, s25, s27 and s28 not kept, 17 … 19, 22 and 23 were probes)",
+                       "s10, s12, s14, s16, s20, s21, s24, s25 and s27 … s31 not kept, 17 … 19, 22 and 23 were probes)",
                        p.tuning->flash_config, version_list());
   if (const int v = call_version(p, packed); !version_built(int(d.Hqk), int(d.Hv), v))
     return fmt::format("flash_config = {} (s{}) is not built at head dims {}/{} ({}; s2 runs them)",

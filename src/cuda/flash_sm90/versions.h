@@ -7,10 +7,9 @@
 namespace attnlab::cuda::sm90 {
 
 // The kernel versions compiled for each instance (traits.h, kVersion). Versions are numbered 1–7, 11, 13, 15 and
-// 26 (s1 … s7, s11, s13, s15, s26); 0 was s0, retired, 8, 9, 10, 12, 14, 16, 20, 21, 24, 25, 27 and 28 experiments
-// not kept and 17–19, 22 and 23 probes that computed no attention (docs/perf-notes-flash-sm90.md), whose numbers are
-// not reused. s2 and later
-// need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
+// 26 (s1 … s7, s11, s13, s15, s26); 0 was s0, retired, 8, 9, 10, 12, 14, 16, 20, 21, 24, 25 and 27 … 31
+// experiments not kept and 17–19, 22 and 23 probes that computed no attention (docs/perf-notes-flash-sm90.md), whose
+// numbers are not reused. s2 and later need scale > 0; a call with another scale runs s1 (flash_sm90_path.cpp).
 constexpr int kVersions = 27;  // one past the highest number (launch.cpp's dispatch asserts it)
 constexpr bool version_exists(int version) {
   return (version >= 1 && version <= 7) || version == 11 || version == 13 || version == 15 || version == 26;
